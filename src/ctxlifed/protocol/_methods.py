@@ -1,0 +1,228 @@
+"""Method table: one Params/Result Struct pair per method. These Structs ARE the wire schema.
+
+Rules:
+- Params Structs forbid unknown fields (a typo is an error, not a silent default), except
+  ``hook``, whose params are Claude Code's payload verbatim: unknown fields there are expected.
+- Evolving the schema: add optional fields with defaults; never rename or retype a field; bump
+  ``PROTOCOL_VERSION`` (ctxlifed/__init__.py) only for incompatible changes. ``hello`` lets a
+  client detect skew and say so clearly.
+- Results are plain Structs encoded by msgspec; ``omit_defaults`` keeps replies small.
+- Decoders are built once, at import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._errors import InvalidParams, MethodNotFound
+
+
+class _P(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class _R(msgspec.Struct, kw_only=True, omit_defaults=True):
+    pass
+
+
+# -- hello / ping / shutdown ------------------------------------------------------------------
+class HelloParams(_P, kw_only=True):
+    client: str = "unknown"
+    version: str = ""
+    protocol: int = 0
+
+
+class HelloResult(_R, kw_only=True):
+    version: str
+    protocol: int
+    pid: int
+    compatible: bool
+
+
+class PingParams(_P, kw_only=True):
+    pass
+
+
+class PingResult(_R, kw_only=True):
+    pong: bool = True
+    version: str
+    pid: int
+    uptime_s: float
+
+
+class ShutdownParams(_P, kw_only=True):
+    pass
+
+
+class ShutdownResult(_R, kw_only=True):
+    stopping: bool = True
+
+
+# -- hook ---------------------------------------------------------------------------------------
+class HookResult(_R, kw_only=True):
+    """What the shim prints (``stdout``, possibly empty) and the exit code it returns."""
+
+    stdout: str = ""
+    exit_code: int = 0
+
+
+# -- status -------------------------------------------------------------------------------------
+class StatusParams(_P, kw_only=True):
+    session: str | None = None
+    project: str | None = None
+    cwd: str | None = None
+    where: bool = False
+    survival: bool = False
+    limit: int = 20
+
+
+class ZoneView(_R, kw_only=True):
+    name: str
+    capacity: int
+    used: int
+    pct: float
+
+
+class SessionView(_R, kw_only=True):
+    session: str
+    project: str
+    events: int
+    first_ts: float
+    last_ts: float
+    phase: str = "planning"
+    phase_since: float = 0.0
+    model: str | None = None
+    window: int = 0
+    context_tokens: int | None = None
+    estimated: bool = False
+    zones: list[ZoneView] = []
+    working_pct: float = 0.0
+    level: int = 0
+    autocompact_at: int = 0
+    tokens_to_autocompact: int = 0
+    advice: list[str] = []
+    ended: bool = False
+    where: dict[str, Any] | None = None
+    survival: dict[str, Any] | None = None
+
+
+class StatusResult(_R, kw_only=True):
+    version: str
+    protocol: int
+    pid: int
+    uptime_s: float
+    socket: str
+    db_path: str
+    db_bytes: int
+    wal_bytes: int
+    archive_items: int
+    events: int
+    spool_ingested: int = 0
+    fts_trigram: bool = True
+    sessions: list[SessionView] = []
+
+
+# -- recall -------------------------------------------------------------------------------------
+class RecallParams(_P, kw_only=True):
+    query: str = ""
+    id: int | None = None
+    session: str | None = None
+    project: str | None = None
+    cwd: str | None = None
+    all_projects: bool = False
+    limit: int = 20
+    cap_tokens: int = 1200
+
+
+class RecallHitView(_R, kw_only=True):
+    id: int
+    session: str
+    project: str
+    ts: float
+    kind: str
+    phase: str | None = None
+    tool: str | None = None
+    summary: str = ""
+    snippet: str = ""
+    score: float = 0.0
+
+
+class RecallResult(_R, kw_only=True):
+    markdown: str
+    total: int
+    hits: list[RecallHitView] = []
+    text: str | None = None  # full text for --id
+
+
+# -- phase --------------------------------------------------------------------------------------
+class PhaseSetParams(_P, kw_only=True):
+    session: str | None = None
+    cwd: str | None = None
+    phase: str
+
+
+class PhaseSetResult(_R, kw_only=True):
+    session: str
+    phase: str
+    changed: bool
+
+
+# -- forget -------------------------------------------------------------------------------------
+class ForgetParams(_P, kw_only=True):
+    id: int | None = None
+    session: str | None = None
+    project: str | None = None
+
+
+class ForgetResult(_R, kw_only=True):
+    events: int = 0
+    archive: int = 0
+
+
+class _HookParams(msgspec.Struct):
+    """Marker: hook params are decoded as a free-form object."""
+
+
+METHODS: dict[str, tuple[type | None, type]] = {
+    "hello": (HelloParams, HelloResult),
+    "ping": (PingParams, PingResult),
+    "shutdown": (ShutdownParams, ShutdownResult),
+    "hook": (None, HookResult),  # params: Claude Code's payload, a JSON object
+    "status": (StatusParams, StatusResult),
+    "recall": (RecallParams, RecallResult),
+    "phase.set": (PhaseSetParams, PhaseSetResult),
+    "forget": (ForgetParams, ForgetResult),
+}
+
+_decoders: dict[str, msgspec.json.Decoder] = {
+    name: msgspec.json.Decoder(p) for name, (p, _r) in METHODS.items() if p is not None
+}
+_hook_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+def decode_params(method: str, params: bytes) -> Any:
+    """Bind raw params to the method's Params Struct, or raise MethodNotFound / InvalidParams."""
+    if method not in METHODS:
+        raise MethodNotFound(f"Method not found: {method[:100]}")
+    if method == "hook":
+        if not params:
+            raise InvalidParams("hook params must be the hook payload object")
+        try:
+            return _hook_decoder.decode(params)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"hook params must be an object: {exc}") from None
+        except RecursionError:
+            raise InvalidParams("hook payload nested too deep") from None
+    dec = _decoders[method]
+    if not params or params.strip() == b"[]":
+        params = b"{}"
+    elif params.lstrip().startswith(b"["):
+        raise InvalidParams("params must be an object (by-name) for this method")
+    try:
+        return dec.decode(params)
+    except msgspec.ValidationError as exc:
+        raise InvalidParams(f"Invalid params: {exc}", data={"detail": str(exc)}) from None
+    except RecursionError:
+        raise InvalidParams("params nested too deep") from None

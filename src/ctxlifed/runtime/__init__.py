@@ -1,0 +1,1 @@
+"""Runtime adapters: paths, directory checks, locks, socket activation, sd_notify, config. Stdlib only."""

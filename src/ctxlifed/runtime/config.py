@@ -1,0 +1,145 @@
+"""Configuration: defaults < config.toml < environment variables.
+
+Rules:
+- Every setting has a default here; the file and the environment only override.
+- A bad file or a bad value never stops the daemon: the field keeps its previous/default value
+  and the problem is reported (``Config.problems``) for ``status`` and ``doctor`` to show.
+- Environment variables: ``CTXLIFED_ZONES=10/10/65/15``, ``CTXLIFED_THRESHOLDS=60/75/90``,
+  ``CTXLIFED_WINDOW``, ``CTXLIFED_INJECT_CAP``, ``CTXLIFED_RECALL_CAP``, ``CTXLIFED_MEMORY_DIR``,
+  ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
+  ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+
+
+@dataclass(frozen=True)
+class Config:
+    zones: tuple[float, float, float, float] = (0.10, 0.10, 0.65, 0.15)
+    thresholds: tuple[float, float, float] = (0.60, 0.75, 0.90)
+    window: int | None = None  # override the model's window
+    inject_cap_tokens: int = 1500
+    recall_cap_tokens: int = 1200
+    memory_dir: str = "docs/memory"  # relative to the project root
+    write_ledgers: bool = True
+    redact: bool = True
+    max_frame: int = 1 << 20
+    max_batch: int = 64
+    max_connections: int = 256
+    idle_timeout_s: float = 30.0
+    request_timeout_s: float = 10.0
+    transcript_roots: tuple[str, ...] = ()  # empty = ~/.claude/projects and $CLAUDE_CONFIG_DIR/projects
+    min_free_mb: int = 64
+    archive_max_chars: int = 256 * 1024  # per archived item; more is truncated with a marker
+    retention_days: int = 0  # 0 = keep forever
+    max_project_mb: int = 0  # 0 = unbounded
+    problems: tuple[str, ...] = field(default=(), compare=False)
+
+    def allowed_transcript_roots(self) -> tuple[str, ...]:
+        if self.transcript_roots:
+            return tuple(os.path.realpath(os.path.expanduser(r)) for r in self.transcript_roots)
+        roots = [os.path.join(os.path.expanduser("~"), ".claude", "projects")]
+        ccd = os.environ.get("CLAUDE_CONFIG_DIR")
+        if ccd:
+            roots.append(os.path.join(ccd, "projects"))
+        return tuple(os.path.realpath(r) for r in roots)
+
+
+def _pct_list(text: str, n: int) -> tuple[float, ...]:
+    parts = [p for p in text.replace(",", "/").split("/") if p.strip()]
+    if len(parts) != n:
+        raise ValueError(f"expected {n} numbers separated by '/', got {text!r}")
+    vals = tuple(float(p) for p in parts)
+    if any(v > 1.0 for v in vals):
+        vals = tuple(v / 100.0 for v in vals)
+    return vals
+
+
+def _validate(c: Config) -> None:
+    if any(not 0 <= z <= 1 for z in c.zones) or abs(sum(c.zones) - 1.0) > 0.001:
+        raise ValueError(f"zone ratios must be within 0..1 and sum to 100%, got {c.zones}")
+    t = c.thresholds
+    if not (0 < t[0] < t[1] < t[2] <= 1.5):
+        raise ValueError(f"thresholds must be increasing, got {t}")
+    if c.inject_cap_tokens < 50 or c.recall_cap_tokens < 50:
+        raise ValueError("caps must be at least 50 tokens")
+    if c.max_frame < 4096:
+        raise ValueError("max_frame must be at least 4096 bytes")
+
+
+_FILE_KEYS = {f.name for f in fields(Config)} - {"problems"}
+
+
+def _coerce(name: str, value: object, current: object) -> object:
+    if name == "zones":
+        return _pct_list(value, 4) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
+    if name == "thresholds":
+        return _pct_list(value, 3) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
+    if name == "transcript_roots":
+        return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
+    if isinstance(current, bool) or name in ("redact", "write_ledgers"):
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        return bool(value)
+    if name == "window":
+        return None if value in (None, "", 0, "0") else int(value)  # type: ignore[arg-type]
+    if isinstance(current, int):
+        return int(value)  # type: ignore[arg-type]
+    if isinstance(current, float):
+        return float(value)  # type: ignore[arg-type]
+    return str(value)
+
+
+_ENV = {
+    "CTXLIFED_ZONES": "zones",
+    "CTXLIFED_THRESHOLDS": "thresholds",
+    "CTXLIFED_WINDOW": "window",
+    "CTXLIFED_INJECT_CAP": "inject_cap_tokens",
+    "CTXLIFED_RECALL_CAP": "recall_cap_tokens",
+    "CTXLIFED_MEMORY_DIR": "memory_dir",
+    "CTXLIFED_REDACT": "redact",
+    "CTXLIFED_MAX_FRAME": "max_frame",
+    "CTXLIFED_IDLE_TIMEOUT": "idle_timeout_s",
+    "CTXLIFED_TRANSCRIPT_ROOTS": "transcript_roots",
+    "CTXLIFED_MIN_FREE_MB": "min_free_mb",
+    "CTXLIFED_WRITE_LEDGERS": "write_ledgers",
+}
+
+
+def _apply(c: Config, name: str, value: object, origin: str, problems: list[str]) -> Config:
+    try:
+        nc = replace(c, **{name: _coerce(name, value, getattr(c, name))})
+        _validate(nc)
+        return nc
+    except (ValueError, TypeError) as exc:
+        problems.append(f"{origin}: {name}: {exc}")
+        return c
+
+
+def load(path: str | None, env: dict[str, str] | None = None) -> Config:
+    env = dict(os.environ) if env is None else env
+    c = Config()
+    problems: list[str] = []
+    if path and os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            problems.append(f"{path}: cannot read: {exc}")
+            data = {}
+        # Accept a flat file or a [ctxlifed] table.
+        if isinstance(data.get("ctxlifed"), dict):
+            data = data["ctxlifed"]
+        for k, v in data.items():
+            if k in _FILE_KEYS:
+                c = _apply(c, k, v, path, problems)
+            else:
+                problems.append(f"{path}: unknown setting {k!r} (ignored)")
+    for var, name in _ENV.items():
+        if env.get(var):
+            c = _apply(c, name, env[var], var, problems)
+    return replace(c, problems=tuple(problems))

@@ -1,0 +1,161 @@
+"""Write operations. Each function takes the writer's connection and runs inside its transaction.
+
+Rules:
+- Only the writer calls these (``await writer.run(partial(fn, ...))``); they never commit.
+- Text arrives already redacted and bounded by the service; this layer only dedups and stores.
+- Archive dedup: one row per (project, content hash); a repeat returns the existing id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    session: str
+    project: str
+    cwd: str
+    event: str
+    tool: str | None
+    ts: float
+    payload: bytes
+    truncated: bool = False
+    redactions: int = 0
+    source: str = "hook"
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveRow:
+    session: str
+    project: str
+    ts: float
+    kind: str
+    text: str
+    summary: str = ""
+    phase: str | None = None
+    tool: str | None = None
+    file_path: str | None = None
+    uid: str | None = None
+    event_id: int | None = None
+    priority: int = 50
+    category: str | None = None
+    level: int = 2
+    truncated: bool = False
+
+
+def content_hash(kind: str, text: str) -> str:
+    return hashlib.blake2b(f"{kind}\0{text}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def insert_event(conn: sqlite3.Connection, ev: EventRow) -> int:
+    cur = conn.execute(
+        "INSERT INTO events(session, project, cwd, event, tool, ts, payload, bytes, truncated, redactions, source)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (ev.session, ev.project, ev.cwd, ev.event, ev.tool, ev.ts, ev.payload, len(ev.payload),
+         int(ev.truncated), ev.redactions, ev.source),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def insert_archive(conn: sqlite3.Connection, row: ArchiveRow) -> tuple[int, bool]:
+    """Insert or find by hash. Returns (id, created)."""
+    h = content_hash(row.kind, row.text)
+    found = conn.execute("SELECT id FROM archive WHERE project=? AND hash=?", (row.project, h)).fetchone()
+    if found:
+        return int(found[0]), False
+    cur = conn.execute(
+        "INSERT INTO archive(hash, session, project, ts, kind, phase, tool, file_path, uid, event_id,"
+        " priority, category, level, summary, text, chars, truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (h, row.session, row.project, row.ts, row.kind, row.phase, row.tool, row.file_path, row.uid,
+         row.event_id, row.priority, row.category, row.level, row.summary, row.text, len(row.text),
+         int(row.truncated)),
+    )
+    return int(cur.lastrowid or 0), True
+
+
+def update_archive_meta(conn: sqlite3.Connection, aid: int, *, summary: str | None = None,
+                        category: str | None = None, priority: int | None = None, level: int | None = None) -> None:
+    sets, args = [], []
+    for col, val in (("summary", summary), ("category", category), ("priority", priority), ("level", level)):
+        if val is not None:
+            sets.append(f"{col}=?")
+            args.append(val)
+    if sets:
+        conn.execute(f"UPDATE archive SET {', '.join(sets)} WHERE id=?", (*args, aid))
+
+
+def touch_session(conn: sqlite3.Connection, *, session: str, project: str, cwd: str,
+                  transcript_path: str | None, ts: float, n_events: int = 1) -> None:
+    conn.execute(
+        "INSERT INTO sessions(session, project, cwd, transcript_path, first_ts, last_ts, events, phase_since)"
+        " VALUES (?,?,?,?,?,?,?,?)"
+        " ON CONFLICT(session) DO UPDATE SET last_ts=max(last_ts, excluded.last_ts),"
+        " events=events+excluded.events, cwd=excluded.cwd,"
+        " transcript_path=coalesce(excluded.transcript_path, transcript_path)",
+        (session, project, cwd, transcript_path, ts, ts, n_events, ts),
+    )
+
+
+def save_session_state(conn: sqlite3.Connection, *, session: str, phase: str, phase_since: float,
+                       model: str | None, state: bytes, ended_ts: float | None = None) -> None:
+    conn.execute(
+        "UPDATE sessions SET phase=?, phase_since=?, model=coalesce(?, model), state=?,"
+        " ended_ts=coalesce(?, ended_ts) WHERE session=?",
+        (phase, phase_since, model, state, ended_ts, session),
+    )
+
+
+def insert_phase_switch(conn: sqlite3.Connection, *, session: str, project: str, ts: float,
+                        from_phase: str | None, to_phase: str, cause: str, evidence: str) -> int:
+    cur = conn.execute(
+        "INSERT INTO phase_switches(session, project, ts, from_phase, to_phase, cause, evidence) VALUES (?,?,?,?,?,?,?)",
+        (session, project, ts, from_phase, to_phase, cause, evidence),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def upsert_item(conn: sqlite3.Connection, *, project: str, session: str, kind: str, text: str,
+                ts: float, phase: str | None, archive_id: int | None) -> tuple[int, bool]:
+    h = content_hash(kind, " ".join(text.lower().split()))
+    found = conn.execute("SELECT id FROM items WHERE project=? AND kind=? AND hash=?", (project, kind, h)).fetchone()
+    if found:
+        return int(found[0]), False
+    cur = conn.execute(
+        "INSERT INTO items(project, session, kind, text, hash, ts, phase, archive_id) VALUES (?,?,?,?,?,?,?,?)",
+        (project, session, kind, text, h, ts, phase, archive_id),
+    )
+    return int(cur.lastrowid or 0), True
+
+
+def resolve_items(conn: sqlite3.Connection, ids: list[int]) -> None:
+    conn.executemany("UPDATE items SET status='resolved' WHERE id=?", [(i,) for i in ids])
+
+
+def record_ledger(conn: sqlite3.Connection, *, path: str, project: str, session: str | None,
+                  ts: float, archive_id: int | None) -> None:
+    conn.execute(
+        "INSERT INTO ledgers(path, project, session, ts, archive_id) VALUES (?,?,?,?,?)"
+        " ON CONFLICT(path) DO UPDATE SET ts=excluded.ts, archive_id=excluded.archive_id",
+        (path, project, session, ts, archive_id),
+    )
+
+
+def forget(conn: sqlite3.Connection, *, id: int | None = None, session: str | None = None,
+           project: str | None = None) -> tuple[int, int]:
+    """Delete rows (FTS follows by trigger). Returns (events, archive) deleted."""
+    if id is not None:
+        a = conn.execute("DELETE FROM archive WHERE id=?", (id,)).rowcount
+        return 0, a
+    col, val = ("session", session) if session is not None else ("project", project)
+    if val is None:
+        return 0, 0
+    e = conn.execute(f"DELETE FROM events WHERE {col}=?", (val,)).rowcount
+    a = conn.execute(f"DELETE FROM archive WHERE {col}=?", (val,)).rowcount
+    conn.execute(f"DELETE FROM items WHERE {col}=?", (val,))
+    conn.execute(f"DELETE FROM phase_switches WHERE {col}=?", (val,))
+    conn.execute(f"DELETE FROM ledgers WHERE {col}=?", (val,))
+    conn.execute(f"DELETE FROM sessions WHERE {col}=?", (val,))
+    return e, a

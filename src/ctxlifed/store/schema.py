@@ -1,0 +1,184 @@
+"""Schema and migrations.
+
+Rules:
+- Migrations are append-only: a released migration is never edited; add a new one.
+- Each migration runs inside the caller's ``BEGIN IMMEDIATE`` transaction and is recorded in
+  ``_migrations``; running ``migrate`` twice is a no-op.
+- FTS5 tables are external-content tables over ``archive`` kept in sync by triggers: a word index
+  (porter + unicode61) and a trigram index (CJK and substrings). Without trigram support
+  (SQLite < 3.34) the trigram table is skipped and ``status`` says so.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import sqlite_utils
+
+_BASE = [
+    """CREATE TABLE IF NOT EXISTS events (
+        id INTEGER PRIMARY KEY,
+        session TEXT NOT NULL,
+        project TEXT NOT NULL,
+        cwd TEXT NOT NULL DEFAULT '',
+        event TEXT NOT NULL,
+        tool TEXT,
+        ts REAL NOT NULL,
+        payload BLOB NOT NULL,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        truncated INTEGER NOT NULL DEFAULT 0,
+        redactions INTEGER NOT NULL DEFAULT 0,
+        source TEXT NOT NULL DEFAULT 'hook'
+    )""",
+    "CREATE INDEX IF NOT EXISTS events_session ON events(session, id)",
+    "CREATE INDEX IF NOT EXISTS events_project ON events(project, id)",
+    """CREATE TABLE IF NOT EXISTS sessions (
+        session TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        cwd TEXT NOT NULL DEFAULT '',
+        transcript_path TEXT,
+        first_ts REAL NOT NULL,
+        last_ts REAL NOT NULL,
+        events INTEGER NOT NULL DEFAULT 0,
+        phase TEXT NOT NULL DEFAULT 'planning',
+        phase_since REAL NOT NULL DEFAULT 0,
+        model TEXT,
+        ended_ts REAL,
+        state BLOB
+    )""",
+    "CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project, last_ts)",
+    """CREATE TABLE IF NOT EXISTS archive (
+        id INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL,
+        session TEXT NOT NULL,
+        project TEXT NOT NULL,
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,
+        phase TEXT,
+        tool TEXT,
+        file_path TEXT,
+        uid TEXT,
+        event_id INTEGER,
+        priority INTEGER NOT NULL DEFAULT 50,
+        category TEXT,
+        level INTEGER NOT NULL DEFAULT 2,
+        summary TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL,
+        chars INTEGER NOT NULL DEFAULT 0,
+        truncated INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS archive_hash ON archive(project, hash)",
+    "CREATE INDEX IF NOT EXISTS archive_session ON archive(session, id)",
+    "CREATE INDEX IF NOT EXISTS archive_project_kind ON archive(project, kind, id)",
+    """CREATE TABLE IF NOT EXISTS phase_switches (
+        id INTEGER PRIMARY KEY,
+        session TEXT NOT NULL,
+        project TEXT NOT NULL,
+        ts REAL NOT NULL,
+        from_phase TEXT,
+        to_phase TEXT NOT NULL,
+        cause TEXT NOT NULL,
+        evidence TEXT NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX IF NOT EXISTS phase_switches_session ON phase_switches(session, id)",
+    """CREATE TABLE IF NOT EXISTS items (
+        id INTEGER PRIMARY KEY,
+        project TEXT NOT NULL,
+        session TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        ts REAL NOT NULL,
+        phase TEXT,
+        status TEXT NOT NULL DEFAULT 'open',
+        archive_id INTEGER
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS items_hash ON items(project, kind, hash)",
+    "CREATE INDEX IF NOT EXISTS items_project ON items(project, kind, status, id)",
+    """CREATE TABLE IF NOT EXISTS ledgers (
+        path TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        session TEXT,
+        ts REAL NOT NULL,
+        archive_id INTEGER
+    )""",
+    """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)""",
+]
+
+_FTS_WORDS = [
+    """CREATE VIRTUAL TABLE IF NOT EXISTS archive_fts USING fts5(
+        text, summary, content='archive', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE TRIGGER IF NOT EXISTS archive_ai AFTER INSERT ON archive BEGIN
+        INSERT INTO archive_fts(rowid, text, summary) VALUES (new.id, new.text, new.summary);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS archive_ad AFTER DELETE ON archive BEGIN
+        INSERT INTO archive_fts(archive_fts, rowid, text, summary) VALUES ('delete', old.id, old.text, old.summary);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS archive_au AFTER UPDATE OF text, summary ON archive BEGIN
+        INSERT INTO archive_fts(archive_fts, rowid, text, summary) VALUES ('delete', old.id, old.text, old.summary);
+        INSERT INTO archive_fts(rowid, text, summary) VALUES (new.id, new.text, new.summary);
+    END""",
+]
+
+_FTS_TRIGRAM = [
+    """CREATE VIRTUAL TABLE IF NOT EXISTS archive_tri USING fts5(
+        text, content='archive', content_rowid='id', tokenize='trigram')""",
+    """CREATE TRIGGER IF NOT EXISTS archive_tri_ai AFTER INSERT ON archive BEGIN
+        INSERT INTO archive_tri(rowid, text) VALUES (new.id, new.text);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS archive_tri_ad AFTER DELETE ON archive BEGIN
+        INSERT INTO archive_tri(archive_tri, rowid, text) VALUES ('delete', old.id, old.text);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS archive_tri_au AFTER UPDATE OF text ON archive BEGIN
+        INSERT INTO archive_tri(archive_tri, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO archive_tri(rowid, text) VALUES (new.id, new.text);
+    END""",
+]
+
+
+def has_trigram(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._tri_probe USING fts5(x, tokenize='trigram')")
+        conn.execute("DROP TABLE temp._tri_probe")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def has_fts5(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._fts_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp._fts_probe")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+MIGRATIONS: list[tuple[str, list[str]]] = [
+    ("0001_base", _BASE),
+    ("0002_fts_words", _FTS_WORDS),
+    ("0003_fts_trigram", _FTS_TRIGRAM),
+]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations; the caller holds a write transaction. Returns names applied."""
+    db = sqlite_utils.Database(conn)
+    if "_migrations" not in db.table_names():
+        db["_migrations"].create({"name": str, "applied_ts": float}, pk="name")
+    done = {r["name"] for r in db["_migrations"].rows}
+    applied = []
+    trigram = has_trigram(conn)
+    for name, stmts in MIGRATIONS:
+        if name in done:
+            continue
+        if name == "0003_fts_trigram" and not trigram:
+            continue
+        for stmt in stmts:
+            conn.execute(stmt)
+        conn.execute(
+            "INSERT INTO _migrations(name, applied_ts) VALUES (?, strftime('%s','now'))", (name,)
+        )
+        applied.append(name)
+    return applied
