@@ -102,6 +102,8 @@ def _item(raw: bytes) -> Call | ErrorReply:
         return ErrorReply(_invalid(None, "a request must be a JSON object"))
     try:
         req = _request_decoder.decode(raw)
+    except msgspec.DecodeError as exc:  # e.g. invalid UTF-8 inside a string: not JSON text
+        return ErrorReply(_parse_error(str(exc)))
     except (msgspec.ValidationError, RecursionError) as exc:
         # Echo the id when it alone is valid and present; otherwise null.
         id_: Id = None

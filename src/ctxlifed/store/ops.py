@@ -25,6 +25,7 @@ class EventRow:
     truncated: bool = False
     redactions: int = 0
     source: str = "hook"
+    rid: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,20 +51,27 @@ def content_hash(kind: str, text: str) -> str:
     return hashlib.blake2b(f"{kind}\0{text}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def seen_rid(conn: sqlite3.Connection, rid: str | None) -> bool:
+    return rid is not None and conn.execute("SELECT 1 FROM events WHERE rid = ?", (rid,)).fetchone() is not None
+
+
 def insert_event(conn: sqlite3.Connection, ev: EventRow) -> int:
+    """Insert one event; returns its id, or 0 when its request id was already stored (a replay)."""
     cur = conn.execute(
-        "INSERT INTO events(session, project, cwd, event, tool, ts, payload, bytes, truncated, redactions, source)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT OR IGNORE INTO events(session, project, cwd, event, tool, ts, payload, bytes, truncated,"
+        " redactions, source, rid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (ev.session, ev.project, ev.cwd, ev.event, ev.tool, ev.ts, ev.payload, len(ev.payload),
-         int(ev.truncated), ev.redactions, ev.source),
+         int(ev.truncated), ev.redactions, ev.source, ev.rid),
     )
-    return int(cur.lastrowid or 0)
+    return int(cur.lastrowid or 0) if cur.rowcount else 0
 
 
 def insert_archive(conn: sqlite3.Connection, row: ArchiveRow) -> tuple[int, bool]:
     """Insert or find by hash. Returns (id, created)."""
     h = content_hash(row.kind, row.text)
     found = conn.execute("SELECT id FROM archive WHERE project=? AND hash=?", (row.project, h)).fetchone()
+    if not found and row.uid:
+        found = conn.execute("SELECT id FROM archive WHERE project=? AND uid=?", (row.project, row.uid)).fetchone()
     if found:
         return int(found[0]), False
     cur = conn.execute(

@@ -28,8 +28,10 @@ _BASE = [
         bytes INTEGER NOT NULL DEFAULT 0,
         truncated INTEGER NOT NULL DEFAULT 0,
         redactions INTEGER NOT NULL DEFAULT 0,
-        source TEXT NOT NULL DEFAULT 'hook'
+        source TEXT NOT NULL DEFAULT 'hook',
+        rid TEXT
     )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS events_rid ON events(rid) WHERE rid IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS events_session ON events(session, id)",
     "CREATE INDEX IF NOT EXISTS events_project ON events(project, id)",
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -69,6 +71,7 @@ _BASE = [
     )""",
     "CREATE UNIQUE INDEX IF NOT EXISTS archive_hash ON archive(project, hash)",
     "CREATE INDEX IF NOT EXISTS archive_session ON archive(session, id)",
+    "CREATE INDEX IF NOT EXISTS archive_uid ON archive(project, uid)",
     "CREATE INDEX IF NOT EXISTS archive_project_kind ON archive(project, kind, id)",
     """CREATE TABLE IF NOT EXISTS phase_switches (
         id INTEGER PRIMARY KEY,

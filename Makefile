@@ -1,0 +1,34 @@
+# ctxlifed — two commands for a newcomer: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test bench reliability e2e lint clean venv
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## run: bootstrap .venv, install, start the daemon in the foreground (default socket and store)
+run: $(STAMP)
+	$(VENV)/bin/ctxlifed
+
+## test: bootstrap .venv and run the whole suite
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+## bench: the benchmark suite (results in bench/results/*.json and a table)
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+## reliability: the long fault/abuse/privacy runs (fast ones are part of `make test`)
+reliability: $(STAMP)
+	CTXLIFED_RELIABILITY=long $(PY) -m pytest -q -m slow tests/reliability
+
+clean:
+	rm -rf $(VENV) .cache build dist src/*.egg-info

@@ -1,0 +1,1 @@
+../src/ctxlifed/_shim/ctxlifed_hook.py

@@ -1,0 +1,55 @@
+"""``ctxlifed`` / ``python -m ctxlifed``: run the daemon in the foreground.
+
+Rules:
+- Foreground only (systemd, launchd and the shim's detached spawn all want that); no double fork.
+- Exit codes: 0 clean stop; 1 unexpected failure; 2 unsafe runtime dir (the message names the fix);
+  3 another daemon already runs (``--spawned`` turns this into a silent 0: the race was lost to a
+  sibling, which is fine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import __version__
+from .runtime import paths as P
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ctxlifed", description="ctxlifed: the context-lifecycle daemon for Claude Code.")
+    ap.add_argument("--socket", help="socket path (env CTXLIFED_SOCKET; default $XDG_RUNTIME_DIR/ctxlifed/ctxlifed.sock)")
+    ap.add_argument("--data-dir", help="data folder (env CTXLIFED_DATA_DIR; default $XDG_DATA_HOME/ctxlifed)")
+    ap.add_argument("--config", help="config file (env CTXLIFED_CONFIG; default $XDG_CONFIG_HOME/ctxlifed/config.toml)")
+    ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    ap.add_argument("--log-json", action="store_true", default=None, help="JSON log lines even on a tty")
+    ap.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--version", action="version", version=f"ctxlifed {__version__}")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    paths = P.resolve(args.socket, args.data_dir, args.config)
+    from .daemon import configure_logging, run_daemon
+    from .runtime.dirs import UnsafeDir
+    from .runtime.lock import AlreadyRunning
+
+    configure_logging(json=args.log_json, level=getattr(logging, args.log_level.upper()))
+    try:
+        return run_daemon(paths)
+    except AlreadyRunning as exc:
+        if args.spawned:
+            return 0
+        print(f"ctxlifed: {exc}", file=sys.stderr)
+        return 3
+    except UnsafeDir as exc:
+        print(f"ctxlifed: unsafe runtime directory: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""Phase-aware classification of context elements: facts, priority, category, ranking, compression plan.
+
+Rules:
+- Pure: no I/O, no clock (``now`` is passed in). Regexes are compiled at import; text is scanned only
+  in its first and last :data:`SCAN_HEAD` / :data:`SCAN_TAIL` characters.
+- :func:`detect_facts` finds lines/sentences that are pending items (TODO, FIXME, next step, pending,
+  still need to, ``- [ ]``, 待办, 待定, 未解决, 下一步, 还没决定 ...), decisions (we decided, decision:,
+  let's go with, we will use, chose X over Y, 决定, 决策, 采用, 选用, 选择了 ...) or constraints (must,
+  must not, never, always, do not, required, 必须, 不要, 禁止, 不能, 约束 ...), checked in that order (so
+  "还没决定" is pending, not a decision). Fenced code is skipped; at most :data:`MAX_FACTS` facts of at
+  most :data:`MAX_FACT_CHARS` characters each, deduplicated, in order of appearance.
+- :func:`priority` / :func:`categorize` read the kind x phase table :data:`TABLE` (rows: an element's
+  kind, with TOOL split into exploration (Read/Grep/Glob/WebSearch/WebFetch), Bash, and other tools, and
+  a failed tool call or edit read as an error). It honours the phase table of the design:
+  planning keeps requirements (prompts) and constraints, archives exploration; design keeps decisions
+  and interface contracts, archives alternatives (thinking); implementation keeps code changes and
+  test results, archives design discussion (assistant text); testing keeps test results and errors,
+  summarizes implementation detail (code changes); review keeps conclusions (assistant text) and
+  requested changes (prompts), archives test detail.
+- Overrides, in order: a passing test run (``passed is True``, not an error) -> DISCARD everywhere (the
+  fact that it passed survives in its L1 summary); a successful build/install (Bash, see
+  :func:`~ctxlifed.core.commands.is_build_command`) -> DISCARD; thinking bound for DISCARD that contains
+  a fact -> ARCHIVE. Decisions, constraints, pending items, errors (any failed element), lessons,
+  compact summaries and ledgers are never DISCARD and never below :data:`NEVER_DISCARD_FLOOR`.
+  DISCARD only means "not offered by default": the original is always archived in L2.
+- :func:`rank` adds a recency bonus (:data:`RECENCY_BONUS`, halved every :data:`RECENCY_HALF_LIFE`
+  seconds; none when ``ts`` is 0) capped at 100; a SUMMARIZE element that reaches :data:`KEEP_AT` is
+  kept (what was just read is still being worked on). Sorted by priority, highest first, stable.
+- :func:`plan_compression` per level: NONE keeps everything; L0_L1 moves SUMMARIZE / ARCHIVE / DISCARD
+  elements out of L0; L1_L2 also summarizes KEEP below :data:`L1_L2_KEEP_MIN` and archives SUMMARIZE
+  below :data:`L1_L2_SUMMARY_MIN`; L2_L3 does the same with :data:`L2_L3_KEEP_MIN` /
+  :data:`L2_L3_SUMMARY_MIN` and promotes decisions, constraints, pending items and lessons to L3.
+  Every uid in ``summarize``, ``archive`` or ``discard`` is archived to L2 with an L1 summary; only the
+  ``summarize`` summaries are offered in the window.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from ctxlifed.core.commands import EXPLORE_TOOLS, is_build_command, is_test_command
+from ctxlifed.core.model import PHASES, Category, Element, Kind, Level
+
+__all__ = [
+    "TABLE",
+    "CompressionPlan",
+    "Ranked",
+    "categorize",
+    "clip",
+    "detect_facts",
+    "plan_compression",
+    "priority",
+    "rank",
+    "sentences",
+]
+
+SCAN_HEAD = 64 * 1024
+SCAN_TAIL = 64 * 1024
+MAX_FACTS = 24
+MAX_FACT_CHARS = 240
+MIN_FACT_CHARS = 4
+
+NEVER_DISCARD_FLOOR = 70
+DISCARD_PRIORITY = 10
+RECENCY_BONUS = 20
+RECENCY_HALF_LIFE = 900.0  # seconds
+KEEP_AT = 70
+L1_L2_KEEP_MIN = 80
+L1_L2_SUMMARY_MIN = 40
+L2_L3_KEEP_MIN = 90
+L2_L3_SUMMARY_MIN = 60
+
+NEVER_DISCARD = frozenset(
+    {Kind.DECISION, Kind.CONSTRAINT, Kind.PENDING, Kind.ERROR, Kind.LESSON, Kind.COMPACT_SUMMARY,
+     Kind.LEDGER}
+)  # fmt: skip
+PROMOTE = frozenset({Kind.DECISION, Kind.CONSTRAINT, Kind.PENDING, Kind.LESSON})
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def clip(text: str, head: int = SCAN_HEAD, tail: int = SCAN_TAIL) -> str:
+    """The first ``head`` and last ``tail`` characters of ``text`` (all of it when short enough)."""
+    if len(text) <= head + tail:
+        return text
+    return text[:head] + "\n" + text[-tail:]
+
+
+_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
+_MARKER_RE = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+•]\s+(?:\[[ xX]\]\s+)?|\d{1,3}[.)]\s+)*")
+_FENCE_RE = re.compile(r"^\s*(?:```|~~~)")
+
+
+def sentences(text: str, limit: int = 400) -> list[str]:
+    """Lines split into sentences (EN ``.!?``, ZH ``。！？；``), list/heading markers stripped, fenced
+    code and blank lines skipped; at most ``limit`` sentences."""
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE_RE.match(line):
+            fenced = not fenced
+            continue
+        if fenced or not line.strip():
+            continue
+        for part in _SENT_SPLIT_RE.split(line):
+            s = _MARKER_RE.sub("", part, count=1).strip().strip("*_").strip()
+            if s:
+                out.append(s)
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+# --------------------------------------------------------------------------- facts
+
+_PENDING_RE = re.compile(
+    r"(?-i:\bTODO\b|\bFIXME\b)|\bnext\s+steps?\b|\bpending\b|\bstill\s+needs?\s+to\b"
+    r"|\bopen\s+(?:question|issue)s?\b|\bnot\s+(?:yet\s+)?(?:decided|resolved)\b"
+    r"|^\s*[-*+]\s+\[\s\]\s"
+    r"|待办|待定|待确认|待决定|未解决|未决定|还没(?:有)?决定|尚未决定|下一步",
+    re.I,
+)
+_DECISION_RE = re.compile(
+    r"\bwe(?:'ve|\s+have)?\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]|\blet'?s\s+go\s+with\b"
+    r"|\bwe(?:'ll|\s+will)\s+(?:use|go\s+with|adopt)\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
+    r"|\bopted\s+for\b"
+    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用",
+    re.I,
+)
+_CONSTRAINT_RE = re.compile(
+    r"\bmust(?:\s+not)?\b|\bmustn'?t\b|\bnever\b|\balways\b|\bdo\s+not\b|\brequired\b"
+    r"|\bforbidden\b|\bprohibited\b"
+    r"|必须|不要|禁止|不能|不得|务必|约束",
+    re.I,
+)
+_FACT_RES: tuple[tuple[Kind, re.Pattern[str]], ...] = (
+    (Kind.PENDING, _PENDING_RE),
+    (Kind.DECISION, _DECISION_RE),
+    (Kind.CONSTRAINT, _CONSTRAINT_RE),
+)
+_ANY_FACT_RE = re.compile("|".join(f"(?:{p.pattern})" for _, p in _FACT_RES), re.I | re.M)
+_CHECKBOX_RE = re.compile(r"^\s*[-*+]\s+\[\s\]\s")
+
+
+def _fact_text(s: str) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= MAX_FACT_CHARS else s[: MAX_FACT_CHARS - 1] + "…"
+
+
+def detect_facts(text: str) -> list[tuple[Kind, str]]:
+    """Decisions, constraints and pending items stated in ``text`` (see the module rules)."""
+    body = clip(text) if text else ""
+    if not _ANY_FACT_RE.search(body):
+        return []
+    out: list[tuple[Kind, str]] = []
+    seen: set[str] = set()
+    fenced = False
+    for line in body.splitlines():
+        if _FENCE_RE.match(line):
+            fenced = not fenced
+            continue
+        if fenced or not line.strip():
+            continue
+        parts = [line] if _CHECKBOX_RE.match(line) else _SENT_SPLIT_RE.split(line)
+        for part in parts:
+            kind = next((k for k, rx in _FACT_RES if rx.search(part)), None)
+            if kind is None:
+                continue
+            s = _fact_text(_MARKER_RE.sub("", part, count=1).strip().strip("*_").strip())
+            if len(s) < MIN_FACT_CHARS or s in seen:
+                continue
+            seen.add(s)
+            out.append((kind, s))
+            if len(out) >= MAX_FACTS:
+                return out
+    return out
+
+
+# --------------------------------------------------------------------------- table
+
+K, S, A, D = Category.KEEP, Category.SUMMARIZE, Category.ARCHIVE, Category.DISCARD
+
+# (priority, category) per phase, in PHASES order: planning, design, implementation, testing, review
+TABLE: dict[str, tuple[tuple[int, Category], ...]] = {
+    "prompt":          ((90, K), (85, K), (75, K), (75, K), (80, K)),
+    "assistant":       ((55, S), (60, S), (35, A), (45, S), (75, K)),
+    "thinking":        ((25, A), (30, A), (10, D), (10, D), (10, D)),
+    "explore":         ((30, A), (35, A), (55, S), (30, A), (40, S)),
+    "bash":            ((30, A), (30, A), (45, S), (45, S), (35, A)),
+    "tool":            ((40, S), (40, S), (40, S), (40, S), (40, S)),
+    "error":           ((85, K), (85, K), (90, K), (90, K), (80, K)),
+    "code_change":     ((50, S), (50, S), (80, K), (50, S), (55, S)),
+    "test_result":     ((40, S), (40, S), (80, K), (95, K), (35, A)),
+    "decision":        ((95, K), (100, K), (95, K), (90, K), (95, K)),
+    "constraint":      ((100, K), (95, K), (90, K), (90, K), (90, K)),
+    "pending":         ((90, K), (90, K), (90, K), (90, K), (95, K)),
+    "lesson":          ((85, K), (85, K), (90, K), (90, K), (85, K)),
+    "compact_summary": ((100, K),) * 5,
+    "ledger":          ((100, K),) * 5,
+}  # fmt: skip
+
+
+def _row(el: Element) -> str:
+    kind = el.kind
+    if kind is Kind.TOOL:
+        if el.is_error:
+            return "error"
+        if el.tool in EXPLORE_TOOLS:
+            return "explore"
+        if el.tool == "Bash":
+            return "test_result" if el.command and is_test_command(el.command) else "bash"
+        return "tool"
+    if kind is Kind.CODE_CHANGE and el.is_error:
+        return "error"
+    return kind.value
+
+
+def _phase_index(phase: str) -> int:
+    try:
+        return PHASES.index(phase)  # type: ignore[arg-type]
+    except ValueError:
+        raise ValueError(f"unknown phase: {phase!r}") from None
+
+
+def _classify(el: Element, phase: str) -> tuple[int, Category]:
+    row = _row(el)
+    prio, cat = TABLE[row][_phase_index(phase)]
+    if row == "test_result" and el.passed is True and not el.is_error:
+        prio, cat = DISCARD_PRIORITY, D
+    elif row == "bash" and el.command and is_build_command(el.command):
+        prio, cat = DISCARD_PRIORITY, D
+    elif cat is D and el.kind is Kind.THINKING and _ANY_FACT_RE.search(el.text, 0, SCAN_HEAD):
+        prio, cat = max(prio, 30), A
+    if el.kind in NEVER_DISCARD or el.is_error:
+        prio = max(prio, NEVER_DISCARD_FLOOR)
+        if cat is D:
+            cat = A
+    return prio, cat
+
+
+def priority(el: Element, phase: str) -> int:
+    """Phase-aware priority in 0..100 (no recency; see :func:`rank`)."""
+    return _classify(el, phase)[0]
+
+
+def categorize(el: Element, phase: str) -> Category:
+    """Phase-aware category: keep / summarize / archive / discard."""
+    return _classify(el, phase)[1]
+
+
+# --------------------------------------------------------------------------- ranking and plans
+
+
+class Ranked(msgspec.Struct, frozen=True):
+    """An element with its ranked priority (recency included) and category."""
+
+    element: Element
+    priority: int
+    category: Category
+
+
+class CompressionPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What to do with each element at one compression level (tuples of uids, most important first)."""
+
+    level: Level
+    keep: tuple[str, ...] = ()
+    summarize: tuple[str, ...] = ()
+    archive: tuple[str, ...] = ()
+    discard: tuple[str, ...] = ()
+    promote: tuple[str, ...] = ()
+
+    @property
+    def archived(self) -> tuple[str, ...]:
+        """Every uid that leaves L0 (each is archived to L2 with an L1 summary)."""
+        return self.summarize + self.archive + self.discard
+
+
+def _recency(el: Element, now: float) -> int:
+    if el.ts <= 0:
+        return 0
+    age = max(0.0, now - el.ts)
+    return round(RECENCY_BONUS * 0.5 ** (age / RECENCY_HALF_LIFE))
+
+
+def rank(elements: list[Element], phase: str, now: float) -> list[Ranked]:
+    """Elements with priority (+ recency bonus) and category, most important first (stable)."""
+    _phase_index(phase)
+    out: list[Ranked] = []
+    for el in elements:
+        prio, cat = _classify(el, phase)
+        prio = min(100, prio + _recency(el, now))
+        if cat is S and prio >= KEEP_AT:
+            cat = K
+        out.append(Ranked(el, prio, cat))
+    out.sort(key=lambda r: -r.priority)
+    return out
+
+
+_LEVEL_MINS: dict[Level, tuple[int, int]] = {
+    Level.L0_L1: (0, 0),
+    Level.L1_L2: (L1_L2_KEEP_MIN, L1_L2_SUMMARY_MIN),
+    Level.L2_L3: (L2_L3_KEEP_MIN, L2_L3_SUMMARY_MIN),
+}
+
+
+def plan_compression(ranked: list[Ranked], level: Level) -> CompressionPlan:
+    """Which elements stay, get an L1 summary, are archived only, discarded, or promoted to L3."""
+    if level is Level.NONE:
+        return CompressionPlan(level=level, keep=tuple(r.element.uid for r in ranked))
+    keep_min, summary_min = _LEVEL_MINS[level]
+    buckets: dict[Category, list[str]] = {K: [], S: [], A: [], D: []}
+    promote: list[str] = []
+    for r in ranked:
+        cat = r.category
+        if cat is K and r.priority < keep_min:
+            cat = S
+        elif cat is S and r.priority < summary_min:
+            cat = A
+        buckets[cat].append(r.element.uid)
+        if level is Level.L2_L3 and r.element.kind in PROMOTE:
+            promote.append(r.element.uid)
+    return CompressionPlan(
+        level=level,
+        keep=tuple(buckets[K]),
+        summarize=tuple(buckets[S]),
+        archive=tuple(buckets[A]),
+        discard=tuple(buckets[D]),
+        promote=tuple(promote),
+    )

@@ -1,0 +1,475 @@
+"""Secret redaction applied to every text before ctxlifed stores or indexes it.
+
+Rules:
+- Pure: no I/O, no clock, no logging. ``redact(text)`` returns ``(new_text, count)``.
+- A secret is replaced by ``[REDACTED:<type>]``; a ``<private>…</private>`` span (case-insensitive,
+  multi-line; an unclosed ``<private>`` runs to the end of the text) is replaced by ``[PRIVATE]``.
+- Families, applied in this order (specific before generic): private spans, PEM private-key blocks,
+  vendor tokens by prefix (Anthropic ``sk-ant-``, OpenAI ``sk-``/``sk-proj-``, GitHub ``ghp_ gho_ ghu_
+  ghs_ ghr_ github_pat_``, GitLab ``glpat-``, Slack ``xox[baprs]-`` and webhooks, Stripe
+  ``sk_/rk_`` live/test and ``whsec_``, Google ``AIza``, npm ``npm_``, AWS ``AKIA``/``ASIA`` key
+  ids), JWTs, AWS secret keys in assignments, the password of ``scheme://user:pass@host`` (the user is
+  kept), the credential of an ``Authorization:`` header or of ``Bearer <token>``, and finally
+  ``.env``/code/YAML/JSON/XML/.netrc assignments to secret-named keys.
+- Vendor tokens must stand alone: the character before the prefix and the one after the token may not
+  be a token character, so base64 blobs, hex SHAs and UUIDs are never cut open.
+- Secret-named keys (assignment family). The key's LAST word decides, so ``secret_name``,
+  ``token_type``, ``PASSWORD_MIN_LENGTH``, ``password_hash``, ``max_tokens`` are not secret names:
+    strong: password, passwd, passphrase, passcode, secret, token, credential(s), authorization; pass
+      and pwd only alone or after a credential-ish word (DB_PASS, mysql_pwd; not bypass, OLDPWD);
+      key only after api/secret/private/access/auth/signing/encryption/master/client/… (API_KEY,
+      apiKey, X-Api-Key, SECRET_KEY);
+    weak: any other UPPER_CASE ``…_KEY`` env name (STRIPE_KEY);
+    neither: everything else (``key``, ``cache_key``, ``eos_token``, ``next_page_token``).
+- A value is redacted only when it looks like a literal secret:
+    strong + quoted: any non-empty literal (``"password": "x"``) except references and placeholders
+      (``"$VAR"``, ``"${X}"``, ``"{{ x }}"``, ``"<token>"``, ``"%(pw)s"``, ``"***"``, paths);
+    strong + bare: a token of >= 8 characters with >= 2 character classes (lower/upper/digit/symbol)
+      that is not an identifier without digits, a dotted name, a number, a path, a reference, a
+      function call or a subscript (``password = getpass()``, ``token = request.headers.get(...)``,
+      ``api_key: str``, ``password = os.environ["PW"]`` stay);
+    weak: quoted or bare, >= 16 characters, no whitespace/``:``/``.``, >= 2 of lower/upper/digit.
+  Only the value is replaced; the name, separator and quotes are kept.
+- Idempotent: a replacement never matches any family, and values holding ``[REDACTED:`` or
+  ``[PRIVATE]`` are left alone, so ``redact(redact(x)[0]) == redact(x)``.
+- Fast: regexes are precompiled and start with a literal (boundary checks come after it); each family
+  runs only when one of its trigger substrings is present; the case-insensitive families run on a
+  lower-cased copy (same length) rather than with ``re.IGNORECASE``. 10 MB take well under a second.
+- ``redact_obj`` walks dicts/lists/tuples: keys are kept; a non-empty string under a secret-named key
+  is replaced wholesale; every other string goes through ``redact``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+__all__ = ["redact", "redact_obj", "is_secret_key"]
+
+_TOKCH = "A-Za-z0-9_\\-"  # characters a token is made of (regex class body)
+_MARK = "[REDACTED:"
+_PRIVATE = "[PRIVATE]"
+
+
+def _prefixed(prefix: str, body: str, *, end: str = f"(?![{_TOKCH}])") -> re.Pattern[str]:
+    """A token regex that starts with a literal ``prefix`` (fast scan), then asserts nothing
+    token-like precedes it, then ``body``, then asserts nothing token-like follows."""
+    lit = re.escape(prefix)
+    return re.compile(f"{lit}(?<![{_TOKCH}]{lit}){body}{end}")
+
+
+# ---- vendor tokens: (type, pattern, triggers) --------------------------------------------------
+_VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
+    ("anthropic", _prefixed("sk-ant-", f"[{_TOKCH}]{{20,}}"), ("sk-ant-",)),
+    (
+        "openai",
+        # digit lookahead: hyphenated prose ("sk-learn-is-a-library") is not a key
+        _prefixed("sk-", f"(?!ant-)(?=[{_TOKCH}]*[0-9])(?:proj-|svcacct-|admin-)?[{_TOKCH}]{{20,}}"),
+        ("sk-",),
+    ),
+    (
+        "github",
+        re.compile(f"gh[pousr]_(?<![{_TOKCH}]gh[pousr]_)[A-Za-z0-9]{{30,255}}(?![{_TOKCH}])"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    ("github", _prefixed("github_pat_", "[A-Za-z0-9_]{22,255}"), ("github_pat_",)),
+    ("gitlab", _prefixed("glpat-", f"[{_TOKCH}]{{20,}}"), ("glpat-",)),
+    (
+        "slack",
+        re.compile(f"xox[baprse]-(?<![{_TOKCH}]xox[baprse]-)[A-Za-z0-9\\-]{{10,}}(?![{_TOKCH}])"),
+        ("xox",),
+    ),
+    ("slack", _prefixed("xapp-", "[0-9]-[A-Za-z0-9\\-]{10,}"), ("xapp-",)),
+    ("slack_webhook", re.compile("hooks\\.slack\\.com/services/[A-Za-z0-9_/]{20,}"), ("hooks.slack.com",)),
+    (
+        "stripe",
+        re.compile(
+            f"(?:sk|rk)_(?:live|test)_(?<![{_TOKCH}].._(?:live|test)_)[A-Za-z0-9]{{16,}}(?![{_TOKCH}])"
+        ),
+        ("k_live_", "k_test_"),
+    ),
+    ("stripe", _prefixed("whsec_", "[A-Za-z0-9]{24,}"), ("whsec_",)),
+    ("google_api_key", _prefixed("AIza", f"[{_TOKCH}]{{35}}"), ("AIza",)),
+    ("npm", _prefixed("npm_", "[A-Za-z0-9]{36}"), ("npm_",)),
+    (
+        "aws_access_key_id",
+        # AKIA = long-term access key id, ASIA = temporary (STS); AIDA/AROA… are mere user/role ids
+        re.compile("A(?:KIA|SIA)(?<![A-Za-z0-9]A...)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ("AKIA", "ASIA"),
+    ),
+    ("jwt", _prefixed("eyJ", f"[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}"), ("eyJ",)),
+]
+
+# ---- PEM private keys: BEGIN line, body (base64, headers, escaped newlines), optional END line -----
+_PEM = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[A-Za-z0-9+/=\s:,.\\]|-(?!----)){0,65536}"
+    r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+)
+
+# ---- AWS secret access key in an assignment (lower-cased copy) -------------------------------
+_Q = r"(?:\\?[\"'])?"  # an optional (JSON-escaped) quote
+_AWS_SECRET = re.compile(
+    r"(?:aws_?secret_?(?:access_?)?key|secret_?access_?key)"
+    + _Q
+    + r"[ \t]*(?:=>|:=|[:=])[ \t]*"
+    + _Q
+    + r"([a-z0-9/+]{40})(?![a-z0-9/+])"
+)
+
+# ---- URL userinfo password: scheme://user:pass@host --------------------------------------------
+_URL_PASS = re.compile(r"://([^\s:/@\[\]\"'<>\\]*):([^\s@/\[\]\"'<>\\]+)@")
+
+# ---- Authorization header / Bearer token (lower-cased copy) ------------------------------------
+_AUTH_HDR = re.compile(
+    r"authorization"
+    + _Q
+    + r"[ \t]*[:=][ \t]*"
+    + _Q
+    + r"[ \t]*(?:(bearer|basic|token|bot|digest|negotiate)[ \t]+)?"
+    r"([a-z0-9\-._~+/]{8,}=*)(?![a-z0-9\-._~+/=])"
+)
+_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest|negotiate)[ \t]")
+_BEARER = re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+([a-z0-9\-._~+/]{16,}=*)(?![a-z0-9\-._~+/=])")
+
+# ---- secret-named assignments (lower-cased copy) -------------------------------------------------
+_END = r"(?:[\s\"'`,;()\[\]{}<>\\]|\Z)"  # what ends a bare value
+_KW = r"(pass(?:w(?:or)?d|phrase|code)?|pwd|secret|token|credentials?|authorization|key)"
+_ASSIGN = re.compile(
+    _KW
+    + _Q
+    + r"(?:"
+    r"[ \t]*:[ \t]*[a-z_][\w.]{0,40}(?:\[[^\]\n]{0,60}\])?(?:[ \t]*\|[ \t]*none)?[ \t]*=(?!=)"  # annotated
+    r"|[ \t]*(?:=>|:=|[:=](?!=))"
+    r")[ \t]*"
+    r"(?:"
+    r"\\\"(?P<ev>(?:[^\\\n]|\\[^\"\n]){0,4096}?)\\\""  # JSON-escaped "…"
+    r"|[rbu]{0,2}(?P<q>[\"'])(?P<qv>(?:(?!(?P=q))[^\\\n]|\\.){0,4096})(?P=q)"
+    # bare: >= 8 chars; not a call/subscript, not a plain or dotted identifier without digits
+    r"|(?![a-z_]++" + _END + r")(?![a-z_$][\w$]*+(?:\.[a-z_$][\w$]*+)++" + _END + r")"
+    r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{8,}+)(?![(\[])"
+    r")"
+)
+_XML = re.compile(
+    r"<([a-z0-9_.:\-]{0,60}?(?:passw(?:or)?d|passphrase|secret|token|api[_\-]?key|credentials?))>"
+    r"([^<\n]{1,512})</\1>"
+)  # <password>…</password> (maven settings.xml and the like)
+_NETRC = re.compile(r"login\s+\S+\s+password\s+([^\s\"'<>]+)")  # .netrc: machine h login u password p
+_KEY_NAME = re.compile(
+    r"(pass(?:w(?:or)?d|phrase|code)?|pwd|secret|token|credentials?|authorization|cookie|key)[\"']?\Z",
+    re.I,
+)
+
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+_PASS_PREFIXES = frozenset(
+    "db database user admin root smtp mail email ftp sftp ssh redis mysql postgres pg psql mongo "
+    "ldap proxy app api login http basic sudo vnc wifi keystore store ssl tls bind".split()
+)
+_KEY_PREFIXES = frozenset(
+    "api apis secret private access auth signing encryption encrypt master client app service "
+    "webhook deploy admin consumer session license subscription account shared hmac jwt "
+    "storage openai anthropic stripe google gemini mistral groq cohere sendgrid mailgun twilio "
+    "github gitlab slack azure aws gcp firebase algolia pusher".split()
+)
+_WEAK_KEY_EXCLUDED = frozenset(
+    "public primary foreign sort partition cache lookup dict map hash index unique cursor group "
+    "routing pagination object bucket row column field env config setting settings i18n "
+    "translation message cookie hot short long kv idempotency dedup dedupe redis s3 ssh".split()
+)
+_TOKEN_EXCLUDED = frozenset(
+    "page next prev previous pagination continuation cursor sync max min num total input output "
+    "cache stop eos bos pad unk sep cls mask special start end new prompt completion reasoning "
+    "thinking count counts".split()
+)
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DOTTED = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+\Z")
+_NUMBER = re.compile(r"[+-]?[0-9][0-9_.,eE+-]*\Z")
+_LAST_WORD = re.compile(r"([A-Z]?[a-z]+|[A-Z]+|[0-9]+)\Z")
+_ENV_REF = re.compile(r"\$(?:\{|\(|[A-Za-z_])")
+_DRIVE = re.compile(r"[A-Za-z]:\\")
+_PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased copy
+_WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
+_ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
+
+
+def _lower(text: str) -> str:
+    """Lower-case without changing the length, so offsets found in the copy apply to ``text``."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in text)
+
+
+def _classes(v: str) -> int:
+    lower = upper = digit = other = False
+    for ch in v:
+        if "a" <= ch <= "z":
+            lower = True
+        elif "A" <= ch <= "Z":
+            upper = True
+        elif "0" <= ch <= "9":
+            digit = True
+        else:
+            other = True
+    return lower + upper + digit + other
+
+
+def _is_reference(v: str) -> bool:
+    """References and placeholders that name a secret without being one (quoted or bare)."""
+    s = v.strip()
+    if not s or _MARK in s or _PRIVATE in s:
+        return True
+    if _ENV_REF.match(s) or "{{" in s or "${" in s or "%(" in s or s in ("%s", "%r"):
+        return True
+    if (s[0] == "<" and s[-1] == ">") or (s[0] == "{" and s[-1] == "}"):
+        return True
+    if len(s) >= 3 and len(set(s)) == 1:  # "***", "xxxxxxxx", "........"
+        return True
+    return s.startswith(("/", "~/", "./", "../")) or bool(_DRIVE.match(s))
+
+
+def _looks_secret_bare(v: str) -> bool:
+    """A bare (unquoted) value that looks like a literal secret rather than code or prose."""
+    if len(v) < 8 or _is_reference(v) or v.lower() in _WORDS:
+        return False
+    if v[0] in "$%@&*!|>#" or "://" in v or "=" in v.rstrip("="):
+        return False  # YAML tags/anchors/blocks, URLs, key=value pairs
+    if _IDENT.match(v) and not any(c.isdigit() for c in v):
+        return False  # an identifier or type name: getpass, Optional, SECRET_FROM_ENV
+    if _DOTTED.match(v) or _NUMBER.match(v):
+        return False  # request.headers.get, settings.SECRET_KEY, 12345678
+    return _classes(v) >= 2
+
+
+def _looks_secret_weak(v: str) -> bool:
+    """Stricter test for values under weak names (UPPER_CASE ``…_KEY``)."""
+    if len(v) < 16 or _is_reference(v) or any(c.isspace() or c in ":.=" for c in v.rstrip("=")):
+        return False
+    if _IDENT.match(v) and not any(c.isdigit() for c in v):
+        return False
+    lower = any("a" <= c <= "z" for c in v)
+    upper = any("A" <= c <= "Z" for c in v)
+    digit = any("0" <= c <= "9" for c in v)
+    return lower + upper + digit >= 2
+
+
+def _last_word(prefix: str) -> str:
+    """The last word of a name prefix: 'SECRET_ACCESS_' -> 'ACCESS', 'secretAccess' -> 'Access'."""
+    m = _LAST_WORD.search(prefix.rstrip("_-."))
+    return m.group(1) if m else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_strength(name: str, kw_start: int) -> int:
+    """0 = not a secret name, 1 = weak (UPPER_CASE ``…_KEY``), 2 = strong.
+
+    ``name`` is the whole key name ending with the keyword; ``kw_start`` is where the keyword
+    starts inside it; what precedes the keyword decides (see the module rules)."""
+    kw = name[kw_start:].lower()
+    prefix = name[:kw_start]
+    glued = bool(prefix) and prefix[-1].isalpha()
+    camel = glued and prefix[-1].islower() and name[kw_start].isupper()
+    word = _last_word(prefix).lower()
+    plow = prefix.lower()
+    if kw in ("pass", "pwd", "passcode"):
+        if word in _PASS_PREFIXES or (glued and not camel and any(plow.endswith(w) for w in _PASS_PREFIXES)):
+            return 2
+        return 2 if not word and not glued else 0  # "pass: …", "--pass=…"
+    if kw == "key":
+        if word in _KEY_PREFIXES or (glued and not camel and any(plow.endswith(w) for w in _KEY_PREFIXES)):
+            return 2
+        letters = [c for c in name if c.isalpha()]
+        if len(letters) > 3 and all(c.isupper() for c in letters) and word not in _WEAK_KEY_EXCLUDED:
+            return 1
+        return 0
+    if kw == "token" and word in _TOKEN_EXCLUDED:
+        return 0
+    return 2
+
+
+def _key_strength(name: object) -> int:
+    """Strength of a mapping key as a secret name (0, 1 weak, 2 strong)."""
+    if not isinstance(name, str) or not name or len(name) > 200:
+        return 0
+    m = _KEY_NAME.search(name)
+    if not m:
+        return 0
+    kw = m.group(1).lower()
+    if kw == "cookie":
+        return 2
+    prefix = name[: m.start(1)]
+    if kw in ("pass", "pwd") and not prefix.strip("_-."):
+        return 0  # {"pass": "yes"} in test results is not a password
+    return _name_strength(name[: m.end(1)], m.start(1))
+
+
+def is_secret_key(name: object) -> bool:
+    """True when a mapping key names a secret strongly enough to redact its value wholesale."""
+    return _key_strength(name) == 2
+
+
+def redact(text: str) -> tuple[str, int]:
+    """Return ``(text with secrets replaced, number of replacements)``. See the module rules."""
+    if not isinstance(text, str) or not text:
+        return text, 0
+    count = 0
+    low = _lower(text)
+
+    # 1. <private> spans (found on the lower-cased copy, applied to the original by offsets)
+    if "<private" in low:
+        text, n = _splice(text, [(m.start(), m.end(), _PRIVATE) for m in _PRIVATE_RE.finditer(low)])
+        count += n
+        low = _lower(text)
+
+    # 2. PEM private-key blocks
+    if "PRIVATE KEY" in text:
+        text, n = _PEM.subn("[REDACTED:private_key]", text)
+        if n:
+            count += n
+            low = _lower(text)
+
+    # 3. vendor tokens
+    vendor = 0
+    for typ, pat, triggers in _VENDOR:
+        if any(t in text for t in triggers):
+            text, n = pat.subn(f"[REDACTED:{typ}]", text)
+            vendor += n
+    if vendor:
+        count += vendor
+        low = _lower(text)
+
+    # 4.-7. families found on the lower-cased copy; spans are collected, then spliced once
+    spans3: list[tuple[int, int, str]] = []
+    if "secret" in low and ("aws" in low or "access" in low):
+        spans3 += [(m.start(1), m.end(1), "[REDACTED:aws_secret_key]") for m in _AWS_SECRET.finditer(low)]
+    if "://" in text:
+        for m in _URL_PASS.finditer(text):
+            if not _is_reference(m.group(2)):
+                spans3.append((m.start(2), m.end(2), "[REDACTED:url_password]"))
+    if "authorization" in low:
+        for m in _AUTH_HDR.finditer(low):
+            val = text[m.start(2) : m.end(2)]
+            scheme = m.group(1)
+            if _IDENT.match(val) and not any(c.isdigit() for c in val):
+                continue  # "Bearer YOUR_TOKEN", "Authorization: required"
+            if scheme is None and not _looks_secret_bare(val):
+                continue
+            typ = "basic_auth" if scheme == "basic" else "bearer" if scheme in (None, "bearer") else "authorization"
+            spans3.append((m.start(2), m.end(2), f"[REDACTED:{typ}]"))
+    if "bearer" in low:
+        for m in _BEARER.finditer(low):
+            val = text[m.start(1) : m.end(1)]
+            if any("0" <= c <= "9" for c in val) and _classes(val) >= 2 and not _DOTTED.match(val):
+                spans3.append((m.start(1), m.end(1), "[REDACTED:bearer]"))
+    if any(t in low for t in _ASSIGN_TRIGGERS):
+        spans3 += _assignment_spans(text, low)
+    if spans3:
+        spans3.sort()
+        text, n = _splice(text, spans3)
+        count += n
+    return text, count
+
+
+def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
+    out: list[tuple[int, int, str]] = []
+    for m in _ASSIGN.finditer(low):
+        kw_start = m.start(1)
+        i, stop = kw_start, max(0, kw_start - 80)
+        while i > stop and text[i - 1] in _NAME_CHARS:
+            i -= 1
+        name = text[i : m.end(1)]
+        strength = _name_strength(name, kw_start - i)
+        if not strength:
+            continue
+        if m.group("bv") is not None:
+            s, e = m.span("bv")
+            val = text[s:e]
+            ok = _looks_secret_weak(val) if strength == 1 else _looks_secret_bare(val)
+        else:
+            grp = "qv" if m.group("qv") is not None else "ev"
+            s, e = m.span(grp)
+            val = text[s:e]
+            if kw_start - i == 0 and name.lower() == "authorization" and _SCHEME.match(val):
+                continue  # "Authorization": "Bearer …" is the header family's job (keeps its type)
+            ok = _looks_secret_weak(val) if strength == 1 else not _is_reference(val)
+        if ok:
+            typ = "password" if name[kw_start - i :].lower().startswith(("pass", "pwd")) else "secret"
+            out.append((s, e, f"[REDACTED:{typ}]"))
+    if "</" in low:
+        for m in _XML.finditer(low):
+            name = text[m.start(1) : m.end(1)]
+            kw = _KEY_NAME.search(name)
+            val = text[m.start(2) : m.end(2)]
+            if kw and _name_strength(name, kw.start(1)) == 2 and not _is_reference(val):
+                typ = "password" if "pass" in name.lower() else "secret"
+                out.append((m.start(2), m.end(2), f"[REDACTED:{typ}]"))
+    if "login" in low:
+        for m in _NETRC.finditer(low):
+            if not _is_reference(text[m.start(1) : m.end(1)]):
+                out.append((m.start(1), m.end(1), "[REDACTED:password]"))
+    return out
+
+
+def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
+    """Replace ascending ``(start, end, replacement)`` spans; a span overlapping an earlier one is
+    skipped. Returns the new text and the number of spans applied."""
+    out: list[str] = []
+    pos = 0
+    applied = 0
+    for s, e, rep in spans:
+        if s < pos:
+            continue
+        out.append(text[pos:s])
+        out.append(rep)
+        pos = e
+        applied += 1
+    out.append(text[pos:])
+    return "".join(out), applied
+
+
+def redact_obj(obj: Any) -> tuple[Any, int]:
+    """Redact every string in a JSON-like structure; returns ``(new_obj, count)``.
+
+    Keys are kept. A non-empty string under a strongly secret-named key (:func:`is_secret_key`:
+    password, token, secret, api_key, authorization, cookie, …) is replaced wholesale; under a weak
+    name (UPPER_CASE ``…_KEY``) only when it looks like a secret; values that already are a
+    redaction marker are left alone. Every other string goes through :func:`redact`. Dicts and lists
+    are rebuilt, tuples stay tuples, other values are returned as they are. Nesting deeper than 200
+    levels is returned unchanged below that depth.
+    """
+    total = 0
+
+    def walk(o: Any, depth: int) -> Any:
+        nonlocal total
+        if isinstance(o, str):
+            new, n = redact(o)
+            total += n
+            return new
+        if depth > 200:
+            return o
+        if isinstance(o, dict):
+            out: dict[Any, Any] = {}
+            for k, v in o.items():
+                strength = _key_strength(k) if isinstance(v, str) and v.strip() else 0
+                if strength and not _is_marker(v) and (strength == 2 or _looks_secret_weak(v)):
+                    kwl = str(k).lower()
+                    typ = "password" if ("pass" in kwl or "pwd" in kwl) else "secret"
+                    out[k] = f"[REDACTED:{typ}]"
+                    total += 1
+                else:
+                    out[k] = walk(v, depth + 1)
+            return out
+        if isinstance(o, list):
+            return [walk(v, depth + 1) for v in o]
+        if isinstance(o, tuple):
+            return tuple(walk(v, depth + 1) for v in o)
+        return o
+
+    return walk(obj, 0), total
+
+
+def _is_marker(v: str) -> bool:
+    s = v.strip()
+    return s == _PRIVATE or (s.startswith(_MARK) and s.endswith("]") and s.count("[") == 1)

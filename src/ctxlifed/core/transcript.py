@@ -1,0 +1,797 @@
+"""Incremental, pure parser of Claude Code transcript JSONL (spec §5, CLI 2.1.x).
+
+Rules:
+- Pure: no I/O, no clock, no logging. The caller reads the file and passes the bytes that start at
+  ``cursor.offset``; :func:`feed` returns a new cursor and what the new lines said.
+- Whole lines only: a line is consumed when it ends with ``\\n``; a trailing partial line is left for the
+  next call (``offset`` stops before it) unless ``final=True``. A line longer than ``max_line`` is consumed
+  and counted in ``skipped``; a partial line already longer than ``max_line`` is consumed too and the rest
+  of it is discarded on later calls (``cursor.skipping``), so memory stays bounded.
+- Never raises on content: a line that is not JSON, not an object, or has an unknown ``type`` is skipped
+  and counted; blank lines are ignored (not counted); known bookkeeping types (``api-request*``,
+  ``queue-operation``, ``last-prompt``, ``progress``, ...) are ignored silently. Invalid UTF-8 is replaced
+  by U+FFFD.
+- Main chain only: every record with ``isSidechain: true`` is ignored (subagent work is not in the window).
+- Usage (§5.3): from main-chain ``assistant`` records whose model is not ``<synthetic>``. All records of
+  one API response share ``message.id``; the last record per id wins. When ``usage.iterations`` is
+  non-empty the last ``message`` iteration is used. ``last_usage`` is the latest response in the chunk,
+  ``first_usage`` the first, ``usages`` one per id in order of appearance. A response whose records
+  straddle two chunks appears in both deltas: merge ``usages`` by ``message_id`` (last wins) to get
+  exactly what one whole feed gives.
+- Model: ``message.model`` of main-chain responses (``requestedModel`` when it carries a ``[..]`` suffix
+  such as ``[1m]``) and the ``model`` attachment's ``identity.modelId`` (which does not replace a
+  ``[..]`` variant of the same id).
+- Elements (uid = record uuid, ``uuid:i`` for the i-th block > 0, or the tool_use_id):
+  user text -> PROMPT, except ``isMeta`` records, slash-command / local-command records
+  (``<command-name>``, ``<local-command-...>``) and ``[Request interrupted ...]`` notes, which are skipped;
+  ``<task-notification>`` (a background agent's result) -> TOOL with ``tool="task-notification"``;
+  ``isCompactSummary`` -> COMPACT_SUMMARY (also in ``compact_summaries``); assistant text -> ASSISTANT
+  (ERROR when ``isApiErrorMessage``); thinking -> THINKING.
+- Tool calls: a ``tool_use`` is remembered (name, file path, command, short input summary; at most 512
+  pending, oldest evicted) and becomes ONE element when its ``tool_result`` arrives, with ``ts`` of the
+  result. Kind: Bash running a test command -> TEST_RESULT (``passed`` from :func:`test_outcome`); else an
+  error (``is_error``, a non-zero exit code, ``Exit code N``) -> ERROR; else Write/Edit/MultiEdit/
+  NotebookEdit -> CODE_CHANGE; else TOOL. Text = ``"<Tool>: <command|path|input>\\n<result>"`` (edits show
+  the patch from ``toolUseResult``), capped at 65,536 chars (head + tail, with a marker). ``tokens`` estimates
+  the uncapped text. A result whose call is unknown still yields an element (``tool=None``).
+- Compaction (§5.4): ``system/compact_boundary`` -> :class:`CompactBoundary`; :func:`context_after` gives
+  the current context size (last usage, or ``postTokens`` of a later boundary).
+- Hooks: ``hook_additional_context`` attachments and ``hook_success`` attachments that were rendered into
+  the context (plain-text stdout of SessionStart/UserPromptSubmit) -> :class:`Injected`.
+- Skills: an ``isMeta`` user record starting with "Base directory for this skill:" -> :class:`SkillUse`;
+  its name comes from the preceding ``<command-name>`` record or ``Skill`` tool call, else from the
+  directory's last segment.
+- Files: successful Read -> op "read", Write -> "write", Edit/MultiEdit/NotebookEdit -> "edit", and
+  ``file`` attachments (files re-read into context, e.g. after compaction) -> "read".
+- Token figures other than ``usage`` are :func:`~ctxlifed.core.model.estimate_tokens` estimates.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgspec
+
+from ctxlifed.core.model import Element, Kind, Usage, estimate_tokens
+
+__all__ = [
+    "CompactBoundary",
+    "FileTouch",
+    "Injected",
+    "PendingTool",
+    "SkillUse",
+    "TranscriptCursor",
+    "TranscriptDelta",
+    "context_after",
+    "feed",
+    "is_test_command",
+    "test_outcome",
+]
+
+MAX_PENDING = 512
+MAX_TEXT = 64 * 1024  # characters kept in an element's text
+MAX_SUMMARY = 1024  # characters of a pending call's input summary
+MAX_COMMAND = 4096  # characters of a Bash command kept
+
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+_FILE_OPS: dict[str, Literal["read", "edit", "write"]] = {
+    "Read": "read",
+    "Write": "write",
+    "Edit": "edit",
+    "MultiEdit": "edit",
+    "NotebookEdit": "edit",
+}
+# Record types we know and deliberately ignore (spec §5.2); anything else unknown is counted as skipped.
+_IGNORED_TYPES = frozenset(
+    """queue-operation last-prompt api-request api-request-shape api-request-blob tools-used cost-state
+    atis-latch mode permission-mode custom-title ai-title tag agent-name agent-color pr-link relocated
+    worktree-state file-history-snapshot file-history-delta content-replacement summary progress""".split()
+)
+_LOCAL_PREFIXES = (
+    "<local-command-caveat>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<command-name>",
+    "<command-message>",
+    "[Request interrupted",
+)
+_SKILL_PREFIX = "Base directory for this skill:"
+_COMMAND_NAME_RE = re.compile(r"<command-name>\s*/?([^<\s]*)\s*</command-name>")
+_EXIT_RE = re.compile(r"^(?:Error: )?Exit code (-?\d+)\s*$", re.M)
+
+
+# --------------------------------------------------------------------------- public types
+
+
+class PendingTool(msgspec.Struct, frozen=True, array_like=True):
+    """A tool call whose result has not been seen yet (kept in the cursor)."""
+
+    id: str
+    name: str
+    file_path: str | None = None
+    command: str | None = None
+    summary: str = ""
+
+
+class TranscriptCursor(msgspec.Struct, frozen=True):
+    """Where feeding stopped, plus the small bounded state carried between feeds (JSON-serialisable)."""
+
+    offset: int = 0  # bytes of the file consumed so far (whole lines only)
+    model: str | None = None  # latest main-chain model id
+    skipping: bool = False  # inside an over-long line: discard up to the next newline
+    pending: tuple[PendingTool, ...] = ()  # unanswered tool calls, oldest first
+    skill_hint: str | None = None  # name of a slash command / Skill call awaiting its skill body
+
+
+class CompactBoundary(msgspec.Struct, frozen=True):
+    """A ``compact_boundary`` record: the window was compacted from ``pre_tokens`` to ``post_tokens``."""
+
+    uuid: str
+    ts: float
+    trigger: str | None  # "auto" | "manual"
+    pre_tokens: int | None
+    post_tokens: int | None
+
+
+class Injected(msgspec.Struct, frozen=True):
+    """Context a hook injected (``additionalContext`` or plain stdout rendered into the window)."""
+
+    hook_event: str
+    hook_name: str
+    text: str
+    tokens: int  # estimate of the rendered reminder
+    ts: float
+    source: Literal["additional_context", "stdout"] = "additional_context"
+
+
+class SkillUse(msgspec.Struct, frozen=True):
+    """A skill body loaded into the window."""
+
+    name: str
+    tokens: int
+    ts: float
+
+
+class FileTouch(msgspec.Struct, frozen=True):
+    """A file read into, or changed from, the conversation."""
+
+    path: str
+    tokens: int
+    ts: float
+    op: Literal["read", "edit", "write"]
+
+
+class TranscriptDelta(msgspec.Struct):
+    """What one :func:`feed` call found in the newly consumed lines."""
+
+    elements: list[Element] = msgspec.field(default_factory=list)
+    last_usage: Usage | None = None
+    first_usage: Usage | None = None
+    usages: list[Usage] = msgspec.field(default_factory=list)  # one per message id, last record wins
+    model: str | None = None
+    boundaries: list[CompactBoundary] = msgspec.field(default_factory=list)
+    compact_summaries: list[str] = msgspec.field(default_factory=list)
+    skipped: int = 0
+    injected: list[Injected] = msgspec.field(default_factory=list)
+    skills: list[SkillUse] = msgspec.field(default_factory=list)
+    file_reads: list[FileTouch] = msgspec.field(default_factory=list)
+    compacted_last: bool = False  # a compact boundary came after the chunk's last usage
+
+
+def context_after(delta: TranscriptDelta, previous: int | None) -> int | None:
+    """Current context size after ``delta``: the last usage's ``context_tokens``, or the ``post_tokens``
+    of a compact boundary newer than it (``None`` if that boundary has no figure); ``previous`` when the
+    chunk said nothing about size."""
+    if delta.boundaries and (delta.compacted_last or delta.last_usage is None):
+        return delta.boundaries[-1].post_tokens
+    if delta.last_usage is not None:
+        return delta.last_usage.context_tokens
+    return previous
+
+
+# --------------------------------------------------------------------------- test helpers
+
+_TEST_TOOL = r"""
+    (?:\S*/)?
+    (?: pytest | py\.test | unittest | nose2? | tox | nox | jest | vitest | mocha | ava | karma | rspec
+      | phpunit | ctest | playwright\s+test | cypress\s+run
+      | (?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test(?::\S+)?
+      | (?:go|cargo|deno|dotnet|mix|swift|zig|flutter|dart)\s+test
+      | cargo\s+nextest
+      | make\s+(?:-\S+\s+)*(?:test|check)[\w-]*
+      | (?:mvn|gradle|gradlew)\b.*?\btest
+      | bundle\s+exec\s+(?:rspec|rake\s+test)
+    )(?=\s|$)
+"""
+_TEST_WRAPPERS = r"""
+    (?: (?:[A-Za-z_]\w*=\S*|sudo|env|time|nice|command|exec|timeout\s+\S+
+          |(?:uv|poetry|pipenv|pdm|hatch|rye|pixi)\s+run(?:\s+-\S+)*
+          |npx|pnpx|bunx|\S*python[\d.]*(?:\s+-\S+)*?\s+-m
+        )\s+ )*
+"""
+_TEST_CMD_RE = re.compile(r"^\s*" + _TEST_WRAPPERS + _TEST_TOOL, re.X)
+_SEGMENT_SPLIT_RE = re.compile(r"&&|\|\||[;|\n()]")
+
+_FAIL_RE = re.compile(
+    r"\b[1-9]\d*\s+(?:failed|failing|failures?|errors?)\b"
+    r"|^(?:--- )?FAIL(?:ED|URES?)?\b"
+    r"|^ERROR\b"
+    r"|test result: FAILED"
+    r"|^Tests?:.*\b[1-9]\d*\s+failed",
+    re.M,
+)
+_PASS_RE = re.compile(
+    r"\b[1-9]\d*\s+(?:passed|passing)\b"
+    r"|^OK\b"
+    r"|^ok\s"
+    r"|test result: ok"
+    r"|^PASS\b"
+    r"|(?i:\ball tests passed\b)",
+    re.M,
+)
+
+
+def is_test_command(cmd: str) -> bool:
+    """True when one segment of a shell command runs a test suite (pytest, npm/pnpm/yarn test, go/cargo
+    test, make test, unittest, jest, vitest, ...), possibly behind ``cd x &&``, env vars, ``uv run``,
+    ``python -m`` or ``npx``."""
+    if not cmd:
+        return False
+    return any(_TEST_CMD_RE.match(seg) for seg in _SEGMENT_SPLIT_RE.split(cmd[:MAX_COMMAND]))
+
+
+def test_outcome(output: str, is_error: bool) -> bool | None:
+    """Deduce a test run's outcome: False on a failure marker ("1 failed", "FAILED", "--- FAIL", ...) or a
+    failed command; True on a pass marker ("3 passed", "OK", "ok  pkg", "test result: ok", "PASS");
+    None when the output says neither."""
+    if is_error or _FAIL_RE.search(output):
+        return False
+    if _PASS_RE.search(output):
+        return True
+    return None
+
+
+test_outcome.__test__ = False  # type: ignore[attr-defined]  # not a pytest test when imported
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class _Rec(msgspec.Struct):
+    """Top-level fields we read; big nested values stay raw until they are needed."""
+
+    type: Any = None
+    subtype: Any = None
+    uuid: Any = None
+    timestamp: Any = None
+    isSidechain: Any = False
+    isMeta: Any = False
+    isCompactSummary: Any = False
+    isApiErrorMessage: Any = False
+    requestedModel: Any = None
+    sourceToolUseID: Any = None
+    compactMetadata: Any = None
+    message: msgspec.Raw = msgspec.Raw()
+    attachment: msgspec.Raw = msgspec.Raw()
+    toolUseResult: msgspec.Raw = msgspec.Raw()
+    rendered: msgspec.Raw = msgspec.Raw()
+
+
+class _AttHead(msgspec.Struct):
+    type: Any = None
+
+
+_REC_DECODER = msgspec.json.Decoder(_Rec)
+_HEAD_DECODER = msgspec.json.Decoder(_AttHead)
+_ANY_DECODER = msgspec.json.Decoder()
+_WANTED_ATTACHMENTS = frozenset({"hook_additional_context", "hook_success", "file", "model"})
+
+
+def _raw(raw: msgspec.Raw) -> Any:
+    return _ANY_DECODER.decode(raw) if len(raw) else None
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _ts(v: Any) -> float:
+    """ISO-8601 timestamp -> epoch seconds (naive = UTC); 0.0 when absent or invalid."""
+    if not isinstance(v, str) or not v:
+        return 0.0
+    try:
+        dt = datetime.fromisoformat(v)
+    except ValueError:
+        return 0.0
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _cap(text: str, limit: int = MAX_TEXT) -> str:
+    """Keep head and tail of an over-long text with a marker in between."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]}\n…[{len(text) - head - tail} chars truncated]…\n{text[-tail:]}"
+
+
+def _text_and_tokens(full: str) -> tuple[str, int]:
+    text = _cap(full)
+    tokens = estimate_tokens(text)
+    if len(text) < len(full) and text:
+        tokens = tokens * len(full) // len(text)
+    return text, tokens
+
+
+def _blocks_text(content: Any) -> str:
+    """Text of a message / tool_result content: a string or a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for b in content:
+        if isinstance(b, dict):
+            t = b.get("type")
+            if t == "text" and isinstance(b.get("text"), str):
+                parts.append(b["text"])
+            elif t == "image":
+                parts.append("[image]")
+        elif isinstance(b, str):
+            parts.append(b)
+    return "\n".join(parts)
+
+
+def _rendered_text(rendered: Any) -> str:
+    """Text of an attachment's ``rendered`` list (``[{"content": "<system-reminder>..."}]``)."""
+    if not isinstance(rendered, list):
+        return ""
+    return "\n".join(c for r in rendered if isinstance(r, dict) and isinstance(c := r.get("content"), str))
+
+
+def _usage_of(msg_id: str, model: str | None, u: dict[str, Any], ts: float) -> Usage:
+    src = u
+    it = u.get("iterations")
+    if isinstance(it, list) and it:
+        msgs = [x for x in it if isinstance(x, dict) and x.get("type", "message") == "message"]
+        if msgs:
+            src = msgs[-1]
+    return Usage(
+        message_id=msg_id,
+        model=model,
+        input_tokens=_int(src.get("input_tokens")) or 0,
+        cache_creation_input_tokens=_int(src.get("cache_creation_input_tokens")) or 0,
+        cache_read_input_tokens=_int(src.get("cache_read_input_tokens")) or 0,
+        output_tokens=_int(src.get("output_tokens")) or 0,
+        ts=ts,
+    )
+
+
+def _summarize_input(name: str, inp: dict[str, Any]) -> str:
+    if name == "Edit":
+        return _cap(f"- {inp.get('old_string', '')}\n+ {inp.get('new_string', '')}", MAX_SUMMARY)
+    if name == "Skill":
+        return _str(inp.get("skill")) or _str(inp.get("command")) or ""
+    if name in ("Write", "Read", "Bash"):
+        return ""  # path / command are kept separately; Write content comes back in toolUseResult
+    try:
+        return _cap(msgspec.json.encode(inp).decode(), MAX_SUMMARY)
+    except (TypeError, msgspec.EncodeError):
+        return ""
+
+
+def _patch_text(tur: dict[str, Any]) -> str:
+    patch = tur.get("structuredPatch")
+    if not isinstance(patch, list) or not patch:
+        return ""
+    out: list[str] = []
+    for h in patch:
+        if not isinstance(h, dict):
+            continue
+        out.append(f"@@ -{h.get('oldStart')},{h.get('oldLines')} +{h.get('newStart')},{h.get('newLines')} @@")
+        lines = h.get("lines")
+        if isinstance(lines, list):
+            out.extend(x for x in lines if isinstance(x, str))
+    return "\n".join(out)
+
+
+def _exit_code(output: str, tur: Any) -> int | None:
+    if isinstance(tur, dict):
+        for key in ("exitCode", "exit_code", "returnCode"):
+            code = _int(tur.get(key))
+            if code is not None:
+                return code
+    m = _EXIT_RE.search(output[:200])
+    if m is None and isinstance(tur, dict) and isinstance(tur.get("stderr"), str):
+        m = _EXIT_RE.search(tur["stderr"][:200])
+    return int(m.group(1)) if m else None
+
+
+# --------------------------------------------------------------------------- state machine
+
+
+class _State:
+    """Mutable working copy of the cursor state plus the delta being built."""
+
+    def __init__(self, cursor: TranscriptCursor) -> None:
+        self.model = cursor.model
+        self.pending: dict[str, PendingTool] = {p.id: p for p in cursor.pending}
+        self.skill_hint = cursor.skill_hint
+        self.delta = TranscriptDelta()
+        self.chunk_usages: dict[str, Usage] = {}
+        self.saw_usage_since_boundary = False
+
+    def cursor(self, offset: int, skipping: bool) -> TranscriptCursor:
+        return TranscriptCursor(
+            offset=offset,
+            model=self.model,
+            skipping=skipping,
+            pending=tuple(self.pending.values()),
+            skill_hint=self.skill_hint,
+        )
+
+    def finish(self) -> TranscriptDelta:
+        d = self.delta
+        d.usages = list(self.chunk_usages.values())
+        d.first_usage = d.usages[0] if d.usages else None
+        d.compacted_last = bool(d.boundaries) and not self.saw_usage_since_boundary
+        return d
+
+    # ---- records
+
+    def handle(self, rec: _Rec) -> bool:
+        """Process one record; False when its type is unknown."""
+        t = rec.type
+        if rec.isSidechain is True:
+            return True
+        if t == "assistant":
+            self._assistant(rec)
+        elif t == "user":
+            self._user(rec)
+        elif t == "attachment":
+            self._attachment(rec)
+        elif t == "system":
+            if rec.subtype == "compact_boundary":
+                self._boundary(rec)
+        elif t not in _IGNORED_TYPES:
+            return False
+        return True
+
+    def _set_model(self, model: str) -> None:
+        self.model = model
+        self.delta.model = model
+
+    def _assistant(self, rec: _Rec) -> None:
+        msg = _raw(rec.message)
+        if not isinstance(msg, dict):
+            return
+        ts = _ts(rec.timestamp)
+        uuid = _str(rec.uuid) or ""
+        self.skill_hint = None
+        model = _str(msg.get("model"))
+        if model and model != "<synthetic>":
+            req = _str(rec.requestedModel)
+            if req and req.endswith("]") and "[" in req:
+                model = req
+            self._set_model(model)
+            msg_id = _str(msg.get("id"))
+            usage = msg.get("usage")
+            if msg_id and isinstance(usage, dict):
+                u = _usage_of(msg_id, model, usage, ts)
+                self.delta.last_usage = u
+                self.saw_usage_since_boundary = True
+                self.chunk_usages[msg_id] = u
+        content = msg.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            return
+        is_api_error = rec.isApiErrorMessage is True
+        for i, b in enumerate(content):
+            if not isinstance(b, dict):
+                continue
+            uid = uuid if i == 0 else f"{uuid}:{i}"
+            bt = b.get("type")
+            if bt == "text":
+                text = _str(b.get("text"))
+                if text and text.strip():
+                    kind = Kind.ERROR if is_api_error else Kind.ASSISTANT
+                    self._element(uid, kind, text, ts, is_error=is_api_error)
+            elif bt == "thinking":
+                text = _str(b.get("thinking"))
+                if text and text.strip():
+                    self._element(uid, Kind.THINKING, text, ts)
+            elif bt == "tool_use":
+                self._tool_use(b)
+
+    def _tool_use(self, b: dict[str, Any]) -> None:
+        tid = _str(b.get("id"))
+        if not tid:
+            return
+        name = _str(b.get("name")) or "?"
+        inp = b.get("input")
+        if not isinstance(inp, dict):
+            inp = {}
+        path = _str(inp.get("file_path")) or _str(inp.get("notebook_path"))
+        command = _str(inp.get("command")) if name == "Bash" else None
+        self.pending.pop(tid, None)
+        self.pending[tid] = PendingTool(
+            id=tid,
+            name=name,
+            file_path=path,
+            command=command[:MAX_COMMAND] if command is not None else None,
+            summary=_summarize_input(name, inp),
+        )
+        if len(self.pending) > MAX_PENDING:
+            del self.pending[next(iter(self.pending))]
+
+    def _user(self, rec: _Rec) -> None:
+        msg = _raw(rec.message)
+        if not isinstance(msg, dict):
+            return
+        content = msg.get("content")
+        ts = _ts(rec.timestamp)
+        uuid = _str(rec.uuid) or ""
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            tur_raw = rec.toolUseResult if len(results) == 1 else msgspec.Raw()
+            for i, b in enumerate(results):
+                self._tool_result(b, tur_raw, ts, f"{uuid}:{i}")
+            return
+        text = _blocks_text(content)
+        if rec.isCompactSummary is True:
+            self.delta.compact_summaries.append(text)
+            self._element(uuid, Kind.COMPACT_SUMMARY, text, ts)
+            return
+        stripped = text.lstrip()
+        if rec.isMeta is True:
+            if stripped.startswith(_SKILL_PREFIX):
+                self._skill(stripped, ts)
+            return
+        if stripped.startswith(_LOCAL_PREFIXES):
+            m = _COMMAND_NAME_RE.search(stripped[:2000])
+            self.skill_hint = m.group(1) if m and m.group(1) else None
+            return
+        if stripped.startswith(_SKILL_PREFIX):  # skill body without isMeta (stream-json style)
+            self._skill(stripped, ts)
+            return
+        self.skill_hint = None
+        if not stripped:
+            return
+        if stripped.startswith("<task-notification>"):
+            self._element(uuid, Kind.TOOL, text, ts, tool="task-notification")
+        else:
+            self._element(uuid, Kind.PROMPT, text, ts)
+
+    def _skill(self, text: str, ts: float) -> None:
+        name = self.skill_hint
+        if not name:
+            first = text.split("\n", 1)[0][len(_SKILL_PREFIX) :].strip().rstrip("/\\")
+            name = re.split(r"[/\\]", first)[-1] if first else "?"
+        self.skill_hint = None
+        self.delta.skills.append(SkillUse(name=name, tokens=estimate_tokens(_cap(text)), ts=ts))
+
+    def _tool_result(self, b: dict[str, Any], tur_raw: msgspec.Raw, ts: float, fallback_uid: str) -> None:
+        tid = _str(b.get("tool_use_id")) or ""
+        call = self.pending.pop(tid, None) if tid else None
+        name = call.name if call else None
+        result = _blocks_text(b.get("content"))
+        is_error = b.get("is_error") is True
+        tur: Any = None
+        if name in ("Bash", "Write", "Edit", "MultiEdit", "NotebookEdit"):
+            try:
+                tur = _raw(tur_raw)
+            except msgspec.DecodeError:
+                tur = None
+        command = call.command if call else None
+        path = call.file_path if call else None
+        kind = Kind.TOOL
+        passed: bool | None = None
+
+        if name == "Bash":
+            if not result and isinstance(tur, dict):
+                result = "\n".join(s for s in (_str(tur.get("stdout")), _str(tur.get("stderr"))) if s)
+            code = _exit_code(result, tur)
+            if code is not None and code != 0:
+                is_error = True
+            if isinstance(tur, dict) and tur.get("interrupted") is True:
+                result += "\n[interrupted]"
+            body = f"Bash: {command or ''}\n{result}"
+            if command and is_test_command(command):
+                kind = Kind.TEST_RESULT
+                passed = test_outcome(_cap(result), is_error)
+            elif is_error:
+                kind = Kind.ERROR
+        else:
+            detail = ""
+            if not is_error and isinstance(tur, dict):
+                if name in ("Edit", "MultiEdit", "NotebookEdit"):
+                    detail = _patch_text(tur)
+                elif name == "Write":
+                    detail = _str(tur.get("content")) or ""
+            if not detail and call and call.summary:
+                detail = call.summary
+            head = path or (call.summary if call and name not in EDIT_TOOLS else "") or ""
+            label = name or "tool_result"
+            body = f"{label}: {head}\n" + (f"{detail}\n{result}" if detail and detail != head else result)
+            if is_error:
+                kind = Kind.ERROR
+            elif name in EDIT_TOOLS:
+                kind = Kind.CODE_CHANGE
+        text, tokens = _text_and_tokens(body)
+        self.delta.elements.append(
+            Element(
+                uid=tid or fallback_uid,
+                kind=kind,
+                text=text,
+                ts=ts,
+                tool=name,
+                file_path=path,
+                command=command,
+                is_error=is_error,
+                passed=passed,
+                tokens=tokens,
+            )
+        )
+        if name == "Skill" and call and call.summary and not is_error:
+            self.skill_hint = call.summary
+        op = _FILE_OPS.get(name or "")
+        if op and path and not is_error:
+            self.delta.file_reads.append(FileTouch(path=path, tokens=tokens, ts=ts, op=op))
+
+    def _attachment(self, rec: _Rec) -> None:
+        if not len(rec.attachment):
+            return
+        head = _HEAD_DECODER.decode(rec.attachment)
+        if head.type not in _WANTED_ATTACHMENTS:
+            return
+        att = _raw(rec.attachment)
+        if not isinstance(att, dict):
+            return
+        ts = _ts(rec.timestamp)
+        kind = head.type
+        if kind == "model":
+            ident = att.get("identity")
+            model = _str(ident.get("modelId")) if isinstance(ident, dict) else None
+            if model and not (self.model or "").startswith(model + "["):  # keep a "[1m]" variant
+                self._set_model(model)
+            return
+        rendered = _rendered_text(_raw(rec.rendered)) if len(rec.rendered) else ""
+        if kind == "file":
+            path = _str(att.get("filename"))
+            if path:
+                tokens = estimate_tokens(_cap(rendered)) if rendered else 0
+                self.delta.file_reads.append(FileTouch(path=path, tokens=tokens, ts=ts, op="read"))
+            return
+        content = att.get("content")
+        text = (
+            "\n".join(x for x in content if isinstance(x, str))
+            if isinstance(content, list)
+            else (_str(content) or "")
+        )
+        if kind == "hook_success" and not (rendered.strip() and text.strip()):
+            return  # hook ran but nothing reached the window
+        if not text and not rendered:
+            return
+        self.delta.injected.append(
+            Injected(
+                hook_event=_str(att.get("hookEvent")) or "",
+                hook_name=_str(att.get("hookName")) or "",
+                text=text,
+                tokens=estimate_tokens(_cap(rendered or text)),
+                ts=ts,
+                source="stdout" if kind == "hook_success" else "additional_context",
+            )
+        )
+
+    def _boundary(self, rec: _Rec) -> None:
+        meta = rec.compactMetadata if isinstance(rec.compactMetadata, dict) else {}
+        self.delta.boundaries.append(
+            CompactBoundary(
+                uuid=_str(rec.uuid) or "",
+                ts=_ts(rec.timestamp),
+                trigger=_str(meta.get("trigger")),
+                pre_tokens=_int(meta.get("preTokens")),
+                post_tokens=_int(meta.get("postTokens")),
+            )
+        )
+        self.saw_usage_since_boundary = False
+
+    def _element(
+        self,
+        uid: str,
+        kind: Kind,
+        full: str,
+        ts: float,
+        *,
+        tool: str | None = None,
+        is_error: bool = False,
+    ) -> None:
+        text, tokens = _text_and_tokens(full)
+        self.delta.elements.append(
+            Element(uid=uid, kind=kind, text=text, ts=ts, tool=tool, is_error=is_error, tokens=tokens)
+        )
+
+
+# --------------------------------------------------------------------------- feed
+
+
+def _line(state: _State, line: bytes) -> None:
+    """Decode and process one complete line; count it as skipped when it cannot be used."""
+    if not line or line.isspace():
+        return
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            line = line.decode("utf-8", "replace").encode("utf-8")
+    try:
+        rec = _REC_DECODER.decode(line)
+        ok = state.handle(rec)
+    except (msgspec.MsgspecError, ValueError, TypeError, AttributeError, KeyError, IndexError):
+        ok = False
+    if not ok:
+        state.delta.skipped += 1
+
+
+def feed(
+    cursor: TranscriptCursor,
+    data: bytes,
+    *,
+    final: bool = False,
+    max_line: int = 4 << 20,
+) -> tuple[TranscriptCursor, TranscriptDelta]:
+    """Consume the complete lines of ``data`` (the file's bytes from ``cursor.offset``).
+
+    Returns the advanced cursor and what the consumed lines contained. O(len(data)).
+    """
+    n = len(data)
+    pos = 0
+    skipped = 0
+    skipping = cursor.skipping
+    if skipping:  # discard the rest of an over-long line
+        nl = data.find(b"\n")
+        if nl < 0:
+            if final:
+                return msgspec.structs.replace(cursor, offset=cursor.offset + n, skipping=False), (
+                    TranscriptDelta(skipped=1)
+                )
+            return msgspec.structs.replace(cursor, offset=cursor.offset + n), TranscriptDelta()
+        pos, skipped, skipping = nl + 1, 1, False
+    end = max(data.rfind(b"\n") + 1, pos)
+    tail = n - end
+    if end == pos and not final and tail <= max_line:  # nothing complete to parse
+        if pos == 0:
+            return cursor, TranscriptDelta()
+        return msgspec.structs.replace(cursor, offset=cursor.offset + pos, skipping=False), (
+            TranscriptDelta(skipped=skipped)
+        )
+
+    state = _State(cursor)
+    state.delta.skipped = skipped
+    if end > pos:
+        for line in data[pos : end - 1].split(b"\n"):
+            if len(line) > max_line:
+                state.delta.skipped += 1
+            else:
+                _line(state, line)
+    consumed = end
+    if tail:
+        if final:
+            if tail > max_line:
+                state.delta.skipped += 1
+            else:
+                _line(state, data[end:])
+            consumed = n
+        elif tail > max_line:
+            consumed, skipping = n, True
+    return state.cursor(cursor.offset + consumed, skipping), state.finish()

@@ -1,0 +1,201 @@
+"""The composition root: paths -> checks -> lock -> bind -> store -> service -> serve.
+
+Rules:
+- Order of start: umask 0o077; runtime dir created/verified 0700; flock; bind (or take systemd's
+  socket); open the store and migrate; ingest the spool; only then READY=1 and ``task_status``.
+- Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
+  (grace period), commits, checkpoints, unlinks the socket only if it is still ours, exits 0.
+  A second signal forces an immediate exit.
+- The daemon exits by itself when its socket file was removed or replaced (another daemon or a
+  user's ``rm``): a daemon nobody can reach must not linger.
+- Never a traceback on a client's wire; logs are JSON lines unless stderr is a tty.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from . import __version__
+from .protocol import _errors as E
+from .runtime import systemd
+from .runtime.config import Config, load
+from .runtime.dirs import ensure_data_dir, ensure_private_dir
+from .runtime.lock import acquire_lock, bind_unix, owns_socket, unlink_if_owned
+from .runtime.paths import Paths
+from .server.listener import Limits, Server
+from .service.app import Service
+from .store.db import Readers, StorageFullError, Writer
+
+log = structlog.get_logger("ctxlifed")
+
+GRACE_S = 10.0
+OWNERSHIP_CHECK_S = 2.0
+SPOOL_POLL_S = 1.0
+
+
+def configure_logging(*, json: bool | None = None, level: int = logging.INFO) -> None:
+    if json is None:
+        json = not sys.stderr.isatty()
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if json:
+        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+    else:
+        processors += [structlog.dev.ConsoleRenderer(colors=False)]
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def translate(exc: BaseException) -> E.RpcError | None:
+    if isinstance(exc, StorageFullError):
+        return E.StorageFull(f"storage full: {exc}; the event was not stored (the shim spools it)")
+    return None
+
+
+class Daemon:
+    def __init__(self, paths: Paths, cfg: Config | None = None) -> None:
+        self.paths = paths
+        self.cfg = cfg if cfg is not None else load(paths.config)
+        self.lock_fd: int | None = None
+        self.ident: tuple[int, int] | None = None
+        self.activated = False
+        self.service: Service | None = None
+        self.server: Server | None = None
+        self.writer: Writer | None = None
+        self.readers: Readers | None = None
+        self._signals = 0
+
+    # -- start ---------------------------------------------------------------------------------
+    def _listeners(self) -> list[Any]:
+        inherited = systemd.inherited_listeners()
+        if inherited:
+            self.activated = True
+            return inherited
+        ensure_private_dir(self.paths.runtime_dir)
+        self.lock_fd = acquire_lock(self.paths.lock)
+        sock, self.ident = bind_unix(self.paths.socket)
+        return [sock]
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> int:
+        os.umask(0o077)
+        ensure_data_dir(self.paths.data_dir)
+        socks = self._listeners()
+        t0 = time.monotonic()
+        self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20)
+        self.readers = Readers(self.paths.db)
+        self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0)
+        limits = Limits(max_frame=self.cfg.max_frame, max_batch=self.cfg.max_batch,
+                        max_connections=self.cfg.max_connections, idle_timeout_s=self.cfg.idle_timeout_s,
+                        request_timeout_s=self.cfg.request_timeout_s)
+
+        async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
+            return await svc.dispatch(method, params, rid)
+
+        self.server = server = Server(dispatch, limits, translate=translate)
+        listeners = [await anyio.abc.SocketListener.from_socket(s) for s in socks]
+        try:
+            async with anyio.create_task_group() as tg:
+                svc.bind(tg)
+                try:
+                    await svc.ingest_spool()
+                except Exception:  # noqa: BLE001 - a bad spool must not stop the daemon
+                    log.exception("spool_ingest_failed")
+                for lst in listeners:
+                    tg.start_soon(server.serve_listener, lst, tg)
+                tg.start_soon(self._signal_watch, tg)
+                tg.start_soon(self._housekeeping, tg)
+                tg.start_soon(self._watch_files, tg)
+                ready_ms = (time.monotonic() - t0) * 1000
+                log.info("ready", version=__version__, socket=self.paths.socket, db=self.paths.db,
+                         activated=self.activated, pid=os.getpid(), ready_ms=round(ready_ms, 1),
+                         config_problems=list(self.cfg.problems))
+                systemd.notify(f"READY=1\nSTATUS=serving on {self.paths.socket}\nMAINPID={os.getpid()}")
+                task_status.started(self)
+                await svc.stop_requested.wait()
+                await self._stop(listeners)
+                tg.cancel_scope.cancel()
+        finally:
+            self._close()
+        return 0
+
+    async def _stop(self, listeners: list[Any]) -> None:
+        systemd.notify("STOPPING=1")
+        log.info("stopping", in_flight=self.server.in_flight if self.server else 0)
+        if self.server is not None:
+            self.server.accepting = False
+        for lst in listeners:
+            try:
+                await lst.aclose()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.server is not None:
+            await self.server.wait_idle(GRACE_S)
+
+    def _close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.readers is not None:
+            self.readers.close()
+        if not self.activated:
+            unlink_if_owned(self.paths.socket, self.ident)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+        log.info("stopped")
+
+    # -- background tasks ------------------------------------------------------------------------
+    async def _signal_watch(self, tg: anyio.abc.TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                self._signals += 1
+                if self._signals > 1:
+                    log.warning("forced_exit", signal=signum)
+                    os._exit(1)
+                log.info("signal", signal=signal.Signals(signum).name)
+                assert self.service is not None
+                self.service.stop_requested.set()
+
+    async def _housekeeping(self, tg: anyio.abc.TaskGroup) -> None:
+        assert self.service is not None and self.writer is not None
+        last_cp = time.monotonic()
+        while True:
+            await anyio.sleep(SPOOL_POLL_S)
+            if not self.activated and self.ident is not None and not owns_socket(self.paths.socket, self.ident):
+                log.warning("socket_lost", socket=self.paths.socket, action="exiting")
+                self.service.stop_requested.set()
+                return
+            try:
+                await self.service.ingest_spool()
+            except Exception:  # noqa: BLE001
+                log.exception("spool_ingest_failed")
+            if time.monotonic() - last_cp > 30:
+                try:
+                    await self.writer.checkpoint("PASSIVE")
+                except Exception:  # noqa: BLE001
+                    pass
+                last_cp = time.monotonic()
+
+    async def _watch_files(self, tg: anyio.abc.TaskGroup) -> None:
+        from .watch import watch_loop
+
+        assert self.service is not None
+        await watch_loop(self)
+
+
+def run_daemon(paths: Paths, cfg: Config | None = None) -> int:
+    return anyio.run(Daemon(paths, cfg).run)

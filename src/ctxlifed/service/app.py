@@ -1,0 +1,667 @@
+"""What each method and hook event does: joins the pure core with the store.
+
+Rules:
+- A hook answer is computed from what is already in memory and the store: no network, no model.
+- Order for every hook event: redact -> derive (pure core) -> ONE writer job that stores the raw
+  event, its archive text, facts, phase switches and the session state -> reply. The reply is
+  sent only after COMMIT, so an acknowledged event is durable.
+- A payload of any shape is accepted: missing or mistyped fields give an empty answer, never an
+  error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
+- Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
+  without storing anything again.
+- Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
+  from the store.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+import structlog
+
+from .. import PROTOCOL_VERSION, __version__
+from ..core import budget as B
+from ..core import classify, phase as PH, render as R, summarize as SUM
+from ..core import transcript as T
+from ..core.events import d, elements_from_hook, s
+from ..core.model import PHASES, Element, Kind, Level, estimate_tokens
+from ..core.paths import validate_session_id
+from ..core.recall_query import RecallQueryError, parse_recall
+from ..core.redact import redact_obj
+from ..protocol import _errors as E
+from ..protocol import _methods as M
+from ..runtime.config import Config
+from ..runtime.paths import Paths
+from ..store import ops, queries
+from ..store.db import Readers, StorageFullError, Writer
+from . import files
+from .ledger import LedgerWriter
+from .state import SessionState, dump, load
+
+log = structlog.get_logger("ctxlifed.service")
+
+# Events whose JSON answer may carry hookSpecificOutput.additionalContext (spec §1.1 "ctx").
+CTX_EVENTS = frozenset({
+    "SessionStart", "Setup", "SubagentStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse",
+    "PostToolUse", "PostToolUseFailure", "PostToolBatch", "Stop", "SubagentStop", "PostModelSwitch",
+})
+# Events that show a top-level systemMessage to the user (others discard it, spec §2.3).
+MSG_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionStart"})
+FACT_KINDS = {Kind.DECISION: "decision", Kind.CONSTRAINT: "constraint", Kind.PENDING: "pending"}
+TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
+MAX_TRANSCRIPT_READ = 8 << 20  # bytes per event; the rest is read on the next events
+MAX_SESSIONS_IN_MEMORY = 512
+_enc = msgspec.json.Encoder()
+
+
+class Service:
+    def __init__(self, cfg: Config, paths: Paths, writer: Writer, readers: Readers, *,
+                 clock: Callable[[], float] = time.time, started: float | None = None) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.writer = writer
+        self.readers = readers
+        self.clock = clock
+        self.started = started if started is not None else time.monotonic()
+        self.sessions: dict[str, SessionState] = {}
+        self.locks: dict[str, anyio.Lock] = {}
+        self.ledgers = LedgerWriter(self)
+        self.spool_ingested = 0
+        self.stop_requested = anyio.Event()
+        self.background: list[Callable[[], Any]] = []
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def bind(self, tg: anyio.abc.TaskGroup) -> None:
+        self._tg = tg
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run side work after the reply; it must never fail the request."""
+        async def guarded() -> None:
+            try:
+                await fn(*args)
+            except Exception:  # noqa: BLE001
+                log.exception("background_failed", job=getattr(fn, "__name__", "?"))
+
+        if self._tg is not None:
+            self._tg.start_soon(guarded)
+
+    @property
+    def ratios(self) -> B.ZoneRatios:
+        z = self.cfg.zones
+        return B.ZoneRatios(system=z[0], ledger=z[1], working=z[2], buffer=z[3])
+
+    @property
+    def thresholds(self) -> B.Thresholds:
+        t = self.cfg.thresholds
+        return B.Thresholds(l1=t[0], l2=t[1], l3=t[2])
+
+    async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
+        p = M.decode_params(method, params)
+        if method == "hook":
+            return await self.hook(p, rid=rid if isinstance(rid, str) else None)
+        if method == "ping":
+            return M.PingResult(version=__version__, pid=os.getpid(), uptime_s=round(time.monotonic() - self.started, 3))
+        if method == "hello":
+            return M.HelloResult(version=__version__, protocol=PROTOCOL_VERSION, pid=os.getpid(),
+                                 compatible=p.protocol in (0, PROTOCOL_VERSION))
+        if method == "shutdown":
+            self.stop_requested.set()
+            return M.ShutdownResult()
+        if method == "status":
+            return await self.status(p)
+        if method == "recall":
+            return await self.recall(p)
+        if method == "phase.set":
+            return await self.phase_set(p)
+        if method == "forget":
+            return await self.forget(p)
+        raise E.MethodNotFound(f"Method not found: {method}")
+
+    # -- sessions ------------------------------------------------------------------------------
+    async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
+        st = self.sessions.get(sid)
+        if st is None:
+            rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
+            st = load(rows[0]["state"]) if rows else None
+            if st is None:
+                st = SessionState(session=sid, project=project, cwd=cwd, phase_started=now,
+                                  phase=PH.PhaseState(since=now))
+                # A new session in a known project starts in the phase the project was last in.
+                last = await self.readers.run(partial(queries.sessions, project=project, limit=1))
+                prev = load(last[0]["state"]) if last else None
+                if prev is not None and prev.phase.phase != st.phase.phase:
+                    st.phase, _ = PH.set_phase(st.phase, prev.phase.phase, now, cause="carried")
+            if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:
+                oldest = min(self.sessions, key=lambda k: self.sessions[k].phase.since)
+                self.sessions.pop(oldest, None)
+                self.locks.pop(oldest, None)
+            self.sessions[sid] = st
+        if cwd:
+            st.cwd = cwd
+        return st
+
+    def _lock(self, sid: str) -> anyio.Lock:
+        lk = self.locks.get(sid)
+        if lk is None:
+            lk = self.locks[sid] = anyio.Lock()
+        return lk
+
+    # -- hook ----------------------------------------------------------------------------------
+    async def hook(self, payload: dict[str, Any], *, rid: str | None = None, source: str = "hook",
+                   ts: float | None = None) -> M.HookResult:
+        now = ts if ts is not None else self.clock()
+        redactions = 0
+        if self.cfg.redact:
+            payload, redactions = redact_obj(payload)
+        event = s(payload.get("hook_event_name")) or "Unknown"
+        cwd = s(payload.get("cwd"))
+        raw_sid = s(payload.get("session_id"))
+        try:
+            sid = validate_session_id(raw_sid)
+        except ValueError:
+            sid = ""
+        project = files.project_root(cwd) if cwd else "(unknown)"
+        blob = _enc.encode(payload)
+        row = ops.EventRow(session=sid or "_invalid", project=project, cwd=cwd, event=event,
+                           tool=s(payload.get("tool_name")) or None, ts=now, payload=blob,
+                           redactions=redactions, source=source, rid=rid)
+        if not sid:
+            await self.writer.run(partial(_store_event_only, row))
+            return M.HookResult()
+        async with self._lock(sid):
+            return await self._hook_locked(payload, event, sid, project, cwd, now, row)
+
+    async def _hook_locked(self, payload: dict[str, Any], event: str, sid: str, project: str, cwd: str,
+                           now: float, row: ops.EventRow) -> M.HookResult:
+        st = await self._state(sid, project, cwd, now)
+        elements = elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)
+        elements = [self._enrich(e) for e in elements]
+
+        # Phase signals.
+        signals: list[PH.Signal] = []
+        if event == "UserPromptSubmit":
+            signals = PH.signals_from_prompt(s(payload.get("prompt")))
+        elif event in ("PostToolUse", "PostToolUseFailure") and not s(payload.get("agent_id")):
+            signals = PH.signals_from_tool(s(payload.get("tool_name")), d(payload.get("tool_input")))
+        switch = None
+        if signals:
+            st.phase, switch = PH.observe(st.phase, signals, now)
+
+        # Transcript: usage, model, boundaries, assistant text.
+        tpath = s(payload.get("transcript_path"))
+        if tpath and not s(payload.get("agent_id")):
+            st.transcript_path = tpath
+        tdelta = await self._read_transcript(st) if event not in ("PreToolUse",) else None
+        if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
+            st.context_tokens, st.estimated = payload["context_tokens"], False
+        if event == "SessionStart" and isinstance(payload.get("model"), str):
+            st.model = payload["model"]
+        if tdelta is not None:
+            for el in tdelta.elements:
+                if el.kind in TRANSCRIPT_KINDS:
+                    elements.append(el)
+
+        # Files and tests for the ledger.
+        for el in elements:
+            if el.kind is Kind.CODE_CHANGE and el.file_path:
+                st.note_file(el.file_path)
+            if el.kind is Kind.TEST_RESULT and el.command:
+                st.note_test(("PASS " if el.passed else "FAIL " if el.passed is False else "RAN ") + el.command)
+
+        # Facts: decisions, constraints, pending items from prompts and assistant text.
+        facts: list[Element] = []
+        for el in elements:
+            if el.kind in (Kind.PROMPT, Kind.ASSISTANT):
+                for kind, text in classify.detect_facts(el.text):
+                    facts.append(Element(uid=f"{el.uid}:fact:{len(facts)}", kind=kind, text=text, ts=now,
+                                         tokens=estimate_tokens(text)))
+
+        budget = self._budget(st)
+        crossed = budget is not None and int(budget.level) > st.level
+        if budget is not None and int(budget.level) < st.level and (tdelta and tdelta.boundaries):
+            st.level = int(budget.level)
+
+        phase_now = st.phase.phase
+        ended_phase = None
+        if switch is not None:
+            ended_phase = (st.phase_index, switch.from_phase, st.phase_started)
+            st.phase_index += 1
+            st.phase_started = now
+            st.files_touched.clear()
+            st.tests.clear()
+        if event == "SessionEnd":
+            st.ended_ts = now
+
+        job = partial(_store_hook, row=row, st=st, elements=elements, facts=facts, phase=phase_now,
+                      switch=switch, priority=lambda el: classify.priority(el, phase_now),
+                      summary=lambda el, aid: SUM.summarize(el, l2_id=aid))
+        stored = await self.writer.run(job)
+        if stored is None:  # a replay of an event already stored
+            return M.HookResult()
+
+        # After commit: side work and the answer.
+        if ended_phase is not None:
+            n, name, started = ended_phase
+            self.spawn(self.ledgers.write_phase, st.session, st.project, n, name, started, now, "phase switch")
+            self._advise(st, f"phase:{phase_now}:{now:.0f}",
+                         R.render_compact_advice(phase_now, await self._pending_texts(st), f"phase switch {name} → {phase_now}; ledger written"))
+        if event == "SessionEnd":
+            self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
+                       st.phase_started, now, "session end")
+        if crossed and budget is not None:
+            await self._compress(st, Level(int(budget.level)), now)
+            st.level = int(budget.level)
+            self._advise(st, f"level:{int(budget.level)}:{st.compactions}",
+                         R.render_compact_advice(phase_now, await self._pending_texts(st),
+                                                 f"Working zone at {budget.working_pct * 100:.0f}% (level {_level_name(budget.level)})"))
+        if event == "PreCompact":
+            await self._compress(st, Level.L1_L2, now, precompact=True)
+            self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
+                       st.phase_started, now, "checkpoint before compaction")
+        answer = await self._answer(event, payload, st, now)
+        await self.writer.run(partial(_save_state, st))
+        return answer
+
+    def _enrich(self, el: Element) -> Element:
+        if el.kind is Kind.TEST_RESULT and el.passed is None:
+            return msgspec.structs.replace(el, passed=T.test_outcome(el.text, el.is_error))
+        return el
+
+    async def _read_transcript(self, st: SessionState) -> T.TranscriptDelta | None:
+        if not st.transcript_path:
+            return None
+        real = files.transcript_allowed(st.transcript_path, self.cfg.allowed_transcript_roots())
+        if real is None:
+            st.transcript_error = "transcript outside the allowed roots; not read"
+            return None
+        data, size, restarted = await anyio.to_thread.run_sync(
+            files.read_from, real, st.cursor.offset, MAX_TRANSCRIPT_READ)
+        if size < 0:
+            return None
+        if restarted:
+            st.cursor = T.TranscriptCursor()
+        if not data:
+            return None
+        st.cursor, delta = T.feed(st.cursor, data)
+        if delta.model:
+            st.model = delta.model
+        if delta.first_usage is not None and st.system_tokens is None:
+            st.system_tokens = delta.first_usage.context_tokens
+        ctx = T.context_after(delta, st.context_tokens)
+        if ctx is not None:
+            st.context_tokens, st.estimated = ctx, False
+        if delta.boundaries:
+            st.boundary_ts = delta.boundaries[-1].ts
+            st.ledger_tokens = 0
+        return delta
+
+    def _budget(self, st: SessionState) -> B.Budget | None:
+        if st.context_tokens is None:
+            return None
+        window = B.window_for_model(st.model, self.cfg.window)
+        return B.compute_budget(window=window, context_tokens=st.context_tokens,
+                                system_tokens=st.system_tokens or 0, ledger_tokens=st.ledger_tokens,
+                                ratios=self.ratios, thresholds=self.thresholds, estimated=st.estimated)
+
+    def _advise(self, st: SessionState, key: str, text: str) -> None:
+        """Queue advice for the user; never the same advice twice in a row without new cause."""
+        if not text or key == st.last_advice_key:
+            return
+        st.last_advice_key = key
+        st.pending_advice = text
+
+    async def _pending_texts(self, st: SessionState) -> list[str]:
+        rows = await self.readers.run(partial(queries.items, project=st.project, kind="pending", session=st.session, limit=5))
+        return [r["text"] for r in rows]
+
+    # -- compression ---------------------------------------------------------------------------
+    async def _compress(self, st: SessionState, level: Level, now: float, *, precompact: bool = False) -> None:
+        """Rank what entered since the last boundary; store L1 summaries and categories; promote at L2→L3."""
+        rows = await self.readers.run(partial(_window_rows, st.session, st.boundary_archive_id))
+        if not rows:
+            return
+        els = [Element(uid=str(r[0]), kind=Kind(r[1]) if r[1] in Kind._value2member_map_ else Kind.TOOL,
+                       text=r[2], ts=r[3], tool=r[4], file_path=r[5]) for r in rows]
+        ranked = classify.rank(els, st.phase.phase, now)
+        plan = classify.plan_compression(ranked, level)
+        updates = []
+        for rk in ranked:
+            aid = int(rk.element.uid)
+            summary = SUM.summarize(rk.element, l2_id=aid)
+            updates.append((aid, summary, str(rk.category), int(rk.priority)))
+        promote = set(getattr(plan, "promote", ()) or ())
+        await self.writer.run(partial(_apply_compression, updates, int(level)))
+        if precompact:
+            st.last_archived = [int(rk.element.uid) for rk in ranked[:12]]
+            st.boundary_archive_id = max(int(r[0]) for r in rows)
+            st.compactions += 1
+        if level >= Level.L2_L3 or promote:
+            self.spawn(self.ledgers.write_decisions, st.project)
+            self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, st.phase.phase,
+                       st.phase_started, now, "emergency checkpoint (Working zone at L2→L3)")
+
+    # -- answers -------------------------------------------------------------------------------
+    async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float) -> M.HookResult:
+        ctx = ""
+        if event == "SessionStart":
+            ctx = await self._session_start_context(s(payload.get("source")) or "startup", st, now)
+        out: dict[str, Any] = {}
+        if ctx and event in CTX_EVENTS:
+            out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
+            st.ledger_tokens += estimate_tokens(ctx) + 20
+        if st.pending_advice and event in MSG_EVENTS:
+            out["systemMessage"] = st.pending_advice
+            st.pending_advice = None
+        if not out:
+            return M.HookResult()
+        return M.HookResult(stdout=_enc.encode(out).decode())
+
+    async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
+        data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived))
+        timeline = tuple(R.PhaseSpan(phase=x["to_phase"], start=x["ts"], end=None, cause=x["cause"]) for x in data["switches"])
+        budget = self._budget(st)
+        d_ = R.SessionStartData(
+            source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
+            timeline=timeline,
+            pending=tuple(R.PendingItem(text=p["text"], id=p["archive_id"]) for p in data["pending"]),
+            decisions_count=data["decisions_count"],
+            archived=tuple(R.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
+                                          summary=a["summary"], priority=a["priority"]) for a in data["archived"]),
+            recent_decisions=tuple(x["text"] for x in data["decisions"]),
+            lessons_count=0,
+            working_pct=budget.working_pct if budget else None,
+            level=int(budget.level) if budget else 0,
+        )
+        return R.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now)
+
+    # -- status --------------------------------------------------------------------------------
+    def session_view(self, row: dict[str, Any]) -> M.SessionView:
+        st = self.sessions.get(row["session"]) or load(row["state"])
+        v = M.SessionView(session=row["session"], project=row["project"], events=row["events"],
+                          first_ts=row["first_ts"], last_ts=row["last_ts"], phase=row["phase"],
+                          phase_since=row["phase_since"], model=row["model"], ended=row["ended_ts"] is not None)
+        if st is None:
+            return v
+        v.phase, v.phase_since, v.model = st.phase.phase, st.phase.since, st.model
+        b = self._budget(st)
+        if b is not None:
+            v.window, v.context_tokens, v.estimated = b.window, b.context_tokens, b.estimated
+            v.zones = [M.ZoneView(name=z.name, capacity=z.capacity, used=z.used, pct=round(z.pct, 4)) for z in b.zones]
+            v.working_pct, v.level = round(b.working_pct, 4), int(b.level)
+            v.autocompact_at, v.tokens_to_autocompact = b.autocompact_at, b.tokens_to_autocompact
+        v.advice = advice_for(st, b)
+        return v
+
+    async def status(self, p: M.StatusParams) -> M.StatusResult:
+        project = files.project_root(p.cwd) if p.cwd and not p.project else p.project
+        rows = await self.readers.run(partial(queries.sessions, project=project, session=p.session, limit=max(1, min(p.limit, 200))))
+        st = await self.readers.run(queries.stats)
+        db = self.paths.db
+        size = _size(db)
+        return M.StatusResult(
+            version=__version__, protocol=PROTOCOL_VERSION, pid=os.getpid(),
+            uptime_s=round(time.monotonic() - self.started, 3), socket=self.paths.socket, db_path=db,
+            db_bytes=size, wal_bytes=_size(db + "-wal"), archive_items=st["archive_items"], events=st["events"],
+            spool_ingested=self.spool_ingested, fts_trigram=self.writer.trigram,
+            sessions=[self.session_view(r) for r in rows],
+        )
+
+    # -- recall --------------------------------------------------------------------------------
+    async def recall(self, p: M.RecallParams) -> M.RecallResult:
+        if p.id is not None:
+            item = await self.readers.run(partial(queries.get_archive, p.id))
+            if item is None:
+                raise E.NotFound(f"no archived item with id {p.id}")
+            md = (f"# #{item['id']} · {item['kind']}" + (f" · {item['phase']}" if item["phase"] else "")
+                  + f" · session {item['session'][:8]}\n\n{item['text']}")
+            return M.RecallResult(markdown=md, total=1, text=item["text"], hits=[_hit_view(item)])
+        try:
+            q = parse_recall(p.query)
+        except RecallQueryError as exc:
+            raise E.BadQuery(str(exc)) from None
+        project = None if (p.all_projects or q.all_projects) else (p.project or (files.project_root(p.cwd) if p.cwd else None))
+        session = p.session or q.session
+        if q.id is not None:
+            return await self.recall(M.RecallParams(id=q.id))
+        if q.timeline:
+            rows = await self.readers.run(partial(queries.phase_switches, project=project, session=session))
+            spans = [R.PhaseSpan(phase=r["to_phase"], start=r["ts"], end=None, cause=r["cause"]) for r in rows]
+            return M.RecallResult(markdown=R.render_timeline(spans, self.clock()), total=len(spans))
+        if q.decisions and not q.words and not q.phrases:
+            rows = await self.readers.run(partial(_decisions, project, session, 200))
+            md = R.render_decisions([(r[0], r[1], r[2]) for r in rows], p.cap_tokens)
+            return M.RecallResult(markdown=md, total=len(rows))
+        kinds: tuple[str, ...] | None = None
+        if q.decisions:
+            kinds = ("decision",)
+        elif q.lessons:
+            kinds = ("lesson",)
+        elif q.kind:
+            kinds = (q.kind,)
+        hits, total = await self.readers.run(partial(
+            queries.search, words=q.words, phrases=q.phrases, project=project, session=session, phase=q.phase,
+            kinds=kinds, limit=p.limit, trigram=self.writer.trigram))
+        terms = [*q.words, *q.phrases]
+        views = []
+        rh = []
+        for h in hits:
+            snip = SUM.snippet(h.get("window", ""), terms) if terms else ""
+            views.append(M.RecallHitView(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"],
+                                         kind=h["kind"], phase=h["phase"], tool=h["tool"], summary=h["summary"],
+                                         snippet=snip, score=round(float(h["score"]), 3)))
+            rh.append(R.RecallHit(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"], kind=h["kind"],
+                                  phase=h["phase"], tool=h["tool"], summary=h["summary"], snippet=snip,
+                                  score=float(h["score"])))
+        md = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens, total=total)
+        return M.RecallResult(markdown=md, total=total, hits=views)
+
+    # -- phase / forget ------------------------------------------------------------------------
+    async def phase_set(self, p: M.PhaseSetParams) -> M.PhaseSetResult:
+        if p.phase not in PHASES:
+            raise E.InvalidParams(f"unknown phase {p.phase!r}; one of planning, design, implementation, testing, review")
+        sid = p.session
+        if sid is None:
+            project = files.project_root(p.cwd) if p.cwd else None
+            rows = await self.readers.run(partial(queries.sessions, project=project, limit=1))
+            if not rows:
+                raise E.NotFound("no session known for this project yet; pass --session")
+            sid = rows[0]["session"]
+        rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
+        if not rows and sid not in self.sessions:
+            raise E.NotFound(f"unknown session {sid}")
+        now = self.clock()
+        async with self._lock(sid):
+            st = await self._state(sid, rows[0]["project"] if rows else "", "", now)
+            old = st.phase.phase
+            st.phase, switch = PH.set_phase(st.phase, p.phase, now, cause="manual")
+            if switch is not None:
+                n, started = st.phase_index, st.phase_started
+                st.phase_index += 1
+                st.phase_started = now
+                await self.writer.run(partial(_store_switch_and_state, st, switch))
+                self.spawn(self.ledgers.write_phase, st.session, st.project, n, old, started, now, "manual phase switch")
+        return M.PhaseSetResult(session=sid, phase=p.phase, changed=switch is not None)
+
+    async def forget(self, p: M.ForgetParams) -> M.ForgetResult:
+        if p.id is None and p.session is None and p.project is None:
+            raise E.InvalidParams("forget needs one of id, session, project")
+        ev, ar = await self.writer.run(partial(ops.forget, id=p.id, session=p.session, project=p.project))
+        if p.session:
+            self.sessions.pop(p.session, None)
+        if p.project:
+            for k in [k for k, v in self.sessions.items() if v.project == p.project]:
+                self.sessions.pop(k, None)
+        await self.writer.checkpoint("TRUNCATE")
+        return M.ForgetResult(events=ev, archive=ar)
+
+    # -- spool ---------------------------------------------------------------------------------
+    async def ingest_spool(self) -> int:
+        """Ingest events the shim spooled while the daemon was away. Exactly once per request id."""
+        path = self.paths.spool
+        work = path + ".ingesting"
+        if not os.path.exists(work):
+            try:
+                if os.path.getsize(path) == 0:
+                    return 0
+                os.rename(path, work)
+            except FileNotFoundError:
+                return 0
+        n = 0
+        with open(work, "rb") as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = msgspec.json.decode(line)
+                    payload = rec["payload"]
+                    if not isinstance(payload, dict):
+                        continue
+                    rid = rec.get("rid") if isinstance(rec.get("rid"), str) else None
+                    ts = float(rec.get("ts")) if isinstance(rec.get("ts"), (int, float)) else None
+                except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+                    log.warning("spool_line_skipped", reason="unreadable")
+                    continue
+                try:
+                    await self.hook(payload, rid=rid, source="spool", ts=ts)
+                    n += 1
+                except StorageFullError:
+                    log.warning("spool_ingest_paused", reason="storage_full")
+                    return n  # keep the file: retried later
+        os.unlink(work)
+        self.spool_ingested += n
+        if n:
+            log.info("spool_ingested", events=n)
+        return n
+
+
+def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
+    """Release advice (the chapter's decision tree), most relevant first."""
+    out: list[str] = []
+    if b is None:
+        return ["no usage figures yet (the transcript has no assistant response)"]
+    pct = b.working_pct
+    if b.tokens_to_autocompact <= max(1, b.window // 20):
+        out.append(f"auto-compaction is {b.tokens_to_autocompact:,} tokens away: run /compact <focus> now, at a boundary you choose")
+    if b.level >= Level.L0_L1:
+        out.append(f"Working zone at {pct * 100:.0f}%: /compact focus on {st.phase.phase} work to continue; "
+                   "/clear if the next task is unrelated; /rewind if the last steps went the wrong way")
+        out.append("large reads or searches: delegate them to a subagent so only its summary enters the window")
+    else:
+        out.append(f"Working zone at {pct * 100:.0f}%: no action needed")
+    return out
+
+
+def _level_name(level: int) -> str:
+    return {0: "none", 1: "L0→L1", 2: "L1→L2", 3: "L2→L3"}.get(int(level), str(level))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _hit_view(item: dict[str, Any]) -> M.RecallHitView:
+    return M.RecallHitView(id=item["id"], session=item["session"], project=item["project"], ts=item["ts"],
+                           kind=item["kind"], phase=item["phase"], tool=item["tool"], summary=item["summary"])
+
+
+# -- writer jobs (run on the writer thread, inside its transaction) ---------------------------
+def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
+    return ops.insert_event(conn, row)
+
+
+def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow, st: SessionState, elements: list[Element],
+                facts: list[Element], phase: str, switch: Any, priority: Callable[[Element], int],
+                summary: Callable[[Element, int], str]) -> int | None:
+    eid = ops.insert_event(conn, row)
+    if eid == 0:
+        return None
+    ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
+                      transcript_path=st.transcript_path, ts=row.ts)
+    for el in elements:
+        aid, created = ops.insert_archive(conn, ops.ArchiveRow(
+            session=st.session, project=st.project, ts=el.ts or row.ts, kind=str(el.kind), text=el.text,
+            phase=phase, tool=el.tool, file_path=el.file_path, uid=el.uid, event_id=eid,
+            priority=priority(el), level=0, truncated="characters cut by ctxlifed" in el.text))
+        if created:
+            ops.update_archive_meta(conn, aid, summary=summary(el, aid))
+    for f in facts:
+        aid, _ = ops.insert_archive(conn, ops.ArchiveRow(
+            session=st.session, project=st.project, ts=row.ts, kind=str(f.kind), text=f.text, phase=phase,
+            uid=f.uid, event_id=eid, priority=priority(f), level=0, summary=f.text[:280]))
+        ops.upsert_item(conn, project=st.project, session=st.session, kind=FACT_KINDS.get(f.kind, str(f.kind)),
+                        text=f.text, ts=row.ts, phase=phase, archive_id=aid)
+    if switch is not None:
+        ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
+                                from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
+                                evidence=msgspec.json.encode(list(switch.evidence)).decode())
+    _save_state(st, conn)
+    return eid
+
+
+def _save_state(st: SessionState, conn: sqlite3.Connection) -> None:
+    ops.save_session_state(conn, session=st.session, phase=st.phase.phase, phase_since=st.phase.since,
+                           model=st.model, state=dump(st), ended_ts=st.ended_ts)
+
+
+def _store_switch_and_state(st: SessionState, switch: Any, conn: sqlite3.Connection) -> None:
+    ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
+                            from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
+                            evidence=msgspec.json.encode(list(switch.evidence)).decode())
+    _save_state(st, conn)
+
+
+def _apply_compression(updates: list[tuple[int, str, str, int]], level: int, conn: sqlite3.Connection) -> None:
+    conn.executemany("UPDATE archive SET summary=?, category=?, priority=?, level=max(level, ?) WHERE id=?",
+                     [(sm, cat, pr, 1 if cat in ("summarize", "keep") else 2, aid) for aid, sm, cat, pr in updates])
+
+
+# -- read jobs ---------------------------------------------------------------------------------
+def _window_rows(session: str, after_id: int, conn: sqlite3.Connection) -> list[tuple]:
+    return conn.execute(
+        "SELECT id, kind, substr(text, 1, 65536), ts, tool, file_path FROM archive"
+        " WHERE session = ? AND id > ? ORDER BY id DESC LIMIT 5000", (session, after_id)).fetchall()
+
+
+def _decisions(project: str | None, session: str | None, limit: int, conn: sqlite3.Connection) -> list[tuple]:
+    where, args = ["kind = 'decision'"], []
+    if project is not None:
+        where.append("project = ?")
+        args.append(project)
+    if session is not None:
+        where.append("session = ?")
+        args.append(session)
+    return conn.execute(
+        f"SELECT coalesce(archive_id, id), ts, text FROM items WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
+        (*args, limit)).fetchall()
+
+
+def _session_start_rows(project: str, session: str, source: str, archived: list[int],
+                        conn: sqlite3.Connection) -> dict[str, Any]:
+    scope_session = None if source == "clear" else session
+    switches = queries.phase_switches(conn, project=project, session=scope_session, limit=12)
+    pending = queries.items(conn, project=project, kind="pending", status="open", limit=8)
+    decisions = queries.items(conn, project=project, kind="decision", status=None, limit=5)
+    arch = []
+    if source == "compact" and archived:
+        marks = ",".join("?" * len(archived))
+        rows = conn.execute(
+            f"SELECT id, kind, phase, ts, summary, priority FROM archive WHERE id IN ({marks})"
+            " ORDER BY priority DESC, id DESC", archived).fetchall()
+        arch = [dict(zip(("id", "kind", "phase", "ts", "summary", "priority"), r, strict=True)) for r in rows]
+    return {
+        "switches": switches, "pending": pending, "decisions": decisions, "archived": arch,
+        "decisions_count": queries.count_items(conn, project=project, kind="decision"),
+    }

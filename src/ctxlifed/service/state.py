@@ -1,0 +1,71 @@
+"""Per-session state the daemon keeps in memory and persists with every change.
+
+Rules:
+- One :class:`SessionState` per Claude Code session id, owned by the service; it is serialised
+  with msgspec into ``sessions.state`` in the same transaction as the event that changed it, so a
+  restart resumes exactly where the last acknowledged event left it.
+- Every collection here is bounded.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..core.phase import PhaseState
+from ..core.transcript import TranscriptCursor
+
+MAX_RECENT = 64
+
+
+class SessionState(msgspec.Struct, kw_only=True):
+    session: str
+    project: str
+    cwd: str = ""
+    transcript_path: str | None = None
+    cursor: TranscriptCursor = msgspec.field(default_factory=TranscriptCursor)
+    phase: PhaseState = msgspec.field(default_factory=PhaseState)
+    phase_index: int = 1  # N of the current phase's ledger page
+    phase_started: float = 0.0
+    model: str | None = None
+    context_tokens: int | None = None
+    estimated: bool = True
+    system_tokens: int | None = None  # the first request's size: the fixed part
+    ledger_tokens: int = 0  # what ctxlifed injected since the last compaction (estimate)
+    level: int = 0  # last compression level applied
+    boundary_ts: float = 0.0  # time of the last compaction boundary seen
+    boundary_archive_id: int = 0  # archive ids above this belong to the current window
+    compactions: int = 0
+    pending_advice: str | None = None  # a systemMessage waiting for an event that can carry it
+    last_advice_key: str | None = None
+    last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
+    files_touched: list[str] = msgspec.field(default_factory=list)  # this phase, most recent last
+    tests: list[str] = msgspec.field(default_factory=list)  # this phase: "PASS cmd" / "FAIL cmd"
+    ended_ts: float | None = None
+    transcript_error: str | None = None
+
+    def note_file(self, path: str) -> None:
+        if path in self.files_touched:
+            self.files_touched.remove(path)
+        self.files_touched.append(path)
+        del self.files_touched[:-MAX_RECENT]
+
+    def note_test(self, line: str) -> None:
+        self.tests.append(line[:200])
+        del self.tests[:-MAX_RECENT]
+
+
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder(SessionState)
+
+
+def dump(state: SessionState) -> bytes:
+    return _enc.encode(state)
+
+
+def load(blob: bytes | None) -> SessionState | None:
+    if not blob:
+        return None
+    try:
+        return _dec.decode(blob)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None

@@ -1,0 +1,86 @@
+"""watchfiles adapter: config reloads and hand edits of L3 memory, turned into service calls.
+
+Rules:
+- The only module that imports watchfiles; tests drive ``on_changes`` directly (the seam).
+- Watched: the config file's folder (reload on change; a bad file keeps the previous config and
+  says why in the log) and ``<project>/<memory_dir>`` of every project that has one (re-index).
+- The watch set is rebuilt when a new project appears; a missing folder is simply not watched.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+
+from .runtime.config import load
+
+if TYPE_CHECKING:
+    from .daemon import Daemon
+
+log = structlog.get_logger("ctxlifed.watch")
+REBUILD_S = 5.0
+
+
+def watch_roots(daemon: Daemon) -> list[str]:
+    roots = []
+    cfg_dir = os.path.dirname(daemon.paths.config)
+    if os.path.isdir(cfg_dir):
+        roots.append(cfg_dir)
+    svc = daemon.service
+    if svc is not None:
+        for project in sorted({st.project for st in svc.sessions.values()}):
+            mem = os.path.join(project, svc.cfg.memory_dir)
+            if os.path.isdir(mem):
+                roots.append(mem)
+    return roots
+
+
+async def on_changes(daemon: Daemon, paths: set[str]) -> None:
+    svc = daemon.service
+    assert svc is not None
+    if any(os.path.abspath(p) == daemon.paths.config for p in paths):
+        new = load(daemon.paths.config)
+        svc.cfg = new
+        daemon.cfg = new
+        log.info("config_reloaded", problems=list(new.problems))
+    for p in sorted(paths):
+        if p.endswith(".md") and os.sep + "." not in p[-200:]:
+            try:
+                if await svc.ledgers.reindex(p):
+                    log.info("memory_reindexed", path=p)
+            except Exception:  # noqa: BLE001
+                log.exception("reindex_failed", path=p)
+
+
+async def watch_loop(daemon: Daemon) -> None:
+    import watchfiles
+
+    while True:
+        roots = watch_roots(daemon)
+        if not roots:
+            await anyio.sleep(REBUILD_S)
+            continue
+        stop = anyio.Event()
+
+        async def rebuild_later(current: list[str]) -> None:
+            while True:
+                await anyio.sleep(REBUILD_S)
+                if watch_roots(daemon) != current:
+                    stop.set()
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rebuild_later, roots)
+            try:
+                async for changes in watchfiles.awatch(*roots, stop_event=stop, debounce=200, step=50,
+                                                       recursive=True, ignore_permission_denied=True):
+                    await on_changes(daemon, {p for _c, p in changes})
+            except (OSError, RuntimeError) as exc:
+                log.warning("watch_failed", error=str(exc))
+                await anyio.sleep(REBUILD_S)
+            tg.cancel_scope.cancel()
+
+
