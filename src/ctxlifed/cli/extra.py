@@ -1,4 +1,9 @@
-"""Registration point for the Claude Code integration commands (install, statusline, service, doctor)."""
+"""Registration point for the Claude Code integration commands (install, statusline, service, doctor).
+
+Rules:
+- Each command lives in its own module with a ``register(sub, add)``; all are stdlib-only and never
+  import the server side (``server``, ``service``, ``store``).
+"""
 
 from __future__ import annotations
 
@@ -6,4 +11,9 @@ from typing import Any
 
 
 def register(sub: Any, add: Any) -> None:
-    return None
+    from . import doctor, install, service, statusline
+
+    install.register(sub, add)
+    statusline.register(sub, add)
+    service.register(sub, add)
+    doctor.register(sub, add)

@@ -10,7 +10,8 @@ Rules:
   ``pip install pytest`` or ``grep pytest setup.cfg`` is not.
 - Families are checked test -> review -> build; a command is in at most one of them as seen by callers
   that check in that order (``make test`` is a test run, not a build).
-- Only the first :data:`MAX_COMMAND` characters are looked at.
+- The ``*_RE`` patterns match ONE segment (``pattern.match(segment)``); use the ``is_*`` functions on
+  a whole command line. Only the first :data:`MAX_COMMAND` characters are looked at.
 """
 
 from __future__ import annotations

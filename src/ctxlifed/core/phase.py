@@ -27,10 +27,10 @@ Rules:
   scores and seeds the named phase with :data:`SEED_COMMAND` / :data:`SEED_HANDOFF`, also when the
   phase does not change (a reaffirmation), so heuristics need longer to overrule the user.
 - Tool heuristics (an observe call with tool signals is one *event*; an empty call changes nothing):
-  every score is multiplied by :data:`DECAY`, then the event's weights are added. A signal weighing at
-  least :data:`MATERIAL_WEIGHT` is *material*. Material evidence for the current phase breaks any
-  streak; material evidence for another phase extends that phase's streak (or starts a new one); weak
-  signals only move scores. The phase switches (cause "heuristic") when a streak reaches
+  every score is multiplied by :data:`DECAY`, then the event's weights are added. A phase that gets at
+  least :data:`MATERIAL_WEIGHT` from one event has *material* evidence. Material evidence for the
+  current phase breaks any streak; material evidence for another phase extends that phase's streak
+  (or starts a new one); weak evidence only moves scores, it neither extends nor breaks a streak. The phase switches (cause "heuristic") when a streak reaches
   :data:`SUSTAIN_EVENTS` and that phase's score beats the current one by :data:`MARGIN`, or at once when
   one event brings a phase at least :data:`STRONG_WEIGHT` and leaves it :data:`MARGIN` ahead.
   Consequences: a stray Read never flips anything (weak signals cannot build a streak, and
@@ -93,7 +93,7 @@ W_STRONG = STRONG_WEIGHT  # ExitPlanMode, TaskCreate, a fresh TodoWrite list; En
 W_HANDOFF = 10
 W_COMMAND = 20
 SEED_HANDOFF = float(W_HANDOFF)  # score given to the phase a handoff names
-SEED_COMMAND = float(W_COMMAND)  # score given to the phase a command names
+SEED_COMMAND = float(W_HANDOFF)  # the same: heuristics need as long to overrule either
 
 HISTORY_MAX = 64
 RECENT_MAX = 16
@@ -400,19 +400,22 @@ def observe(
     recent = (*state.recent, *signals)[-RECENT_MAX:]
     commands = [s for s in signals if s.source == "command"]
     handoffs = [s for s in signals if s.source == "handoff"]
-    if commands or handoffs:
-        sig, cause, seed = (
-            (commands[-1], "command", SEED_COMMAND) if commands
-            else (handoffs[0], "handoff", SEED_HANDOFF)
-        )  # fmt: skip
-        return _switch(state, sig.phase, now, cause, (sig.evidence,), _seeded(sig.phase, seed), recent)  # type: ignore[arg-type]
+    if commands:
+        sig = commands[-1]
+        seeded = _seeded(sig.phase, SEED_COMMAND)
+        return _switch(state, sig.phase, now, "command", (sig.evidence,), seeded, recent)
+    if handoffs:
+        sig = handoffs[0]
+        seeded = _seeded(sig.phase, SEED_HANDOFF)
+        return _switch(state, sig.phase, now, "handoff", (sig.evidence,), seeded, recent)
 
     weights = dict.fromkeys(PHASES, 0)
     for s in signals:
         weights[s.phase] += s.weight
+    old = state.scores if len(state.scores) == len(PHASES) else (0.0,) * len(PHASES)
     scores = tuple(
         v if v >= 0.001 else 0.0
-        for v in (round(old * DECAY + weights[p], 6) for old, p in zip(state.scores, PHASES, strict=True))
+        for v in (round(o * DECAY + weights[p], 6) for o, p in zip(old, PHASES, strict=True))
     )
     cur = state.phase
 

@@ -81,7 +81,8 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
         ("xox",),
     ),
     ("slack", _prefixed("xapp-", "[0-9]-[A-Za-z0-9\\-]{10,}"), ("xapp-",)),
-    ("slack_webhook", re.compile("hooks\\.slack\\.com/services/[A-Za-z0-9_/]{20,}"), ("hooks.slack.com",)),
+    # the host stays readable; the path after /services/ is the secret
+    ("slack_webhook", re.compile("(?<=hooks\\.slack\\.com/services/)[A-Za-z0-9_/]{20,}"), ("hooks.slack.com",)),
     (
         "stripe",
         re.compile(

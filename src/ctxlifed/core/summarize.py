@@ -17,7 +17,8 @@ Rules:
   * prose (prompt, assistant, thinking, facts, summaries, lessons, ledgers): sentences found by
     :func:`~ctxlifed.core.classify.detect_facts` first, then the opening sentence(s); sentences split
     on ``.!?`` and ``。！？；``.
-  The transcript's own first line (``"Bash: <command>"``, ``"Edit: <path>"``) is not repeated.
+  The transcript's own first line (``"Bash: <command>"``, ``"Edit: <path>"``) is not repeated, and
+  Claude Code's wrapper tags (``<tool_use_error>``, ``<system-reminder>`` ...) are dropped.
   With ``l2_id`` the summary ends with ``[L2 #<id>]``, which is always kept whole when it fits.
 - :func:`snippet` returns the ``width``-character window (markers included) around the earliest
   case-insensitive match of any term (substring match, so CJK terms work), whitespace collapsed, with
@@ -57,13 +58,13 @@ _TEST_SUMMARY_RE = re.compile(
     r"|^test result: .*$"  # cargo
     r"|^Tests?:\s+.*$"  # jest
     r"|^\s*\d+\s+(?:passing|failing)\b.*$"  # mocha
-    r"|^(?:ok|FAIL|PASS)\b.*$",  # go
+    r"|^(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]]*\]).*$|^(?:PASS|FAIL)$",  # go
     re.M,
 )
 _UNITTEST_RAN_RE = re.compile(r"^Ran \d+ tests? in .*$", re.M)
 _UNITTEST_STATUS_RE = re.compile(r"^(?:OK|FAILED)\b.*$", re.M)
 _FAILED_NAME_RE = re.compile(
-    r"^(?:FAILED|ERROR)\s+(\S+)"  # pytest short summary
+    r"^(?:FAILED|ERROR)\s+(?!\()(\S+)"  # pytest short summary
     r"|^--- FAIL: (\S+)"  # go
     r"|^test (\S+) \.\.\. FAILED"  # cargo
     r"|^(?:FAIL|ERROR): (\w+)"  # unittest
@@ -80,6 +81,7 @@ _SYMBOL_RE = re.compile(
     re.M,
 )
 _WS_RE = re.compile(r"\s+")
+_TAG_RE = re.compile(r"</?(?:tool_use_error|task-notification|task-id|system-reminder|status|result)>")
 
 
 def _one_line(text: str) -> str:
@@ -99,9 +101,11 @@ def _cut_left(text: str, n: int) -> str:
 def _body_text(el: Element) -> str:
     """The element's text without the transcript's ``"<Tool>: <target>"`` first line."""
     text = el.text
-    first, _, rest = text.partition("\n")
-    if el.tool and (first.startswith(f"{el.tool}:") or first.startswith("tool_result:")):
-        return rest
+    if el.kind in _PROSE and not el.tool:
+        return text
+    first, _, rest = text[:1024].partition("\n")
+    if first.startswith(f"{el.tool or 'tool_result'}:"):
+        return text[len(first) + 1 :]
     return text
 
 
@@ -236,7 +240,7 @@ def _prose_lines(el: Element, text: str) -> list[str]:
     out = [f"{k.value}: {s}" if tagged else s for k, s in facts[:2]]
     used = {s for _, s in facts[:2]}
     for s in sentences(head, limit=8):
-        if len(out) >= MAX_LINES - 1:
+        if len(out) >= MAX_LINES:  # the header shares the first line
             break
         if s not in used and not any(s in u for u in used):
             out.append(s)
@@ -277,13 +281,13 @@ def summarize(el: Element, *, l2_id: int | str | None = None, max_chars: int = 2
         body = _prose_lines(el, text)
     else:
         body = _tool_lines(el, text)
-    header = _header(el)
-    lines = [_one_line(x) for x in body if x.strip()]
+    header = _one_line(_header(el))
+    lines = [y for y in (_one_line(_TAG_RE.sub(" ", x)) for x in body) if y]
     if lines and not el.tool and not el.file_path and not el.command:
         lines[0] = f"{header} {lines[0]}"  # prose: the first sentence shares the header line
     else:
         lines.insert(0, header)
-    trailer = f" [L2 #{l2_id}]" if l2_id is not None else ""
+    trailer = f" [L2 #{_one_line(str(l2_id))}]" if l2_id is not None else ""
     return _fit(lines, trailer, max_chars)
 
 

@@ -54,6 +54,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ctxlifed.core.commands import is_test_command
 from ctxlifed.core.model import Element, Kind, Usage, estimate_tokens
 
 __all__ = [
@@ -193,27 +194,6 @@ def context_after(delta: TranscriptDelta, previous: int | None) -> int | None:
 
 # --------------------------------------------------------------------------- test helpers
 
-_TEST_TOOL = r"""
-    (?:\S*/)?
-    (?: pytest | py\.test | unittest | nose2? | tox | nox | jest | vitest | mocha | ava | karma | rspec
-      | phpunit | ctest | playwright\s+test | cypress\s+run
-      | (?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test(?::\S+)?
-      | (?:go|cargo|deno|dotnet|mix|swift|zig|flutter|dart)\s+test
-      | cargo\s+nextest
-      | make\s+(?:-\S+\s+)*(?:test|check)[\w-]*
-      | (?:mvn|gradle|gradlew)\b.*?\btest
-      | bundle\s+exec\s+(?:rspec|rake\s+test)
-    )(?=\s|$)
-"""
-_TEST_WRAPPERS = r"""
-    (?: (?:[A-Za-z_]\w*=\S*|sudo|env|time|nice|command|exec|timeout\s+\S+
-          |(?:uv|poetry|pipenv|pdm|hatch|rye|pixi)\s+run(?:\s+-\S+)*
-          |npx|pnpx|bunx|\S*python[\d.]*(?:\s+-\S+)*?\s+-m
-        )\s+ )*
-"""
-_TEST_CMD_RE = re.compile(r"^\s*" + _TEST_WRAPPERS + _TEST_TOOL, re.X)
-_SEGMENT_SPLIT_RE = re.compile(r"&&|\|\||[;|\n()]")
-
 _FAIL_RE = re.compile(
     r"\b[1-9]\d*\s+(?:failed|failing|failures?|errors?)\b"
     r"|^(?:--- )?FAIL(?:ED|URES?)?\b"
@@ -231,15 +211,6 @@ _PASS_RE = re.compile(
     r"|(?i:\ball tests passed\b)",
     re.M,
 )
-
-
-def is_test_command(cmd: str) -> bool:
-    """True when one segment of a shell command runs a test suite (pytest, npm/pnpm/yarn test, go/cargo
-    test, make test, unittest, jest, vitest, ...), possibly behind ``cd x &&``, env vars, ``uv run``,
-    ``python -m`` or ``npx``."""
-    if not cmd:
-        return False
-    return any(_TEST_CMD_RE.match(seg) for seg in _SEGMENT_SPLIT_RE.split(cmd[:MAX_COMMAND]))
 
 
 def test_outcome(output: str, is_error: bool) -> bool | None:

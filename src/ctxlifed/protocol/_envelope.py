@@ -102,8 +102,6 @@ def _item(raw: bytes) -> Call | ErrorReply:
         return ErrorReply(_invalid(None, "a request must be a JSON object"))
     try:
         req = _request_decoder.decode(raw)
-    except msgspec.DecodeError as exc:  # e.g. invalid UTF-8 inside a string: not JSON text
-        return ErrorReply(_parse_error(str(exc)))
     except (msgspec.ValidationError, RecursionError) as exc:
         # Echo the id when it alone is valid and present; otherwise null.
         id_: Id = None
@@ -117,6 +115,8 @@ def _item(raw: bytes) -> Call | ErrorReply:
         detail = str(exc) if isinstance(exc, msgspec.ValidationError) else "nesting too deep"
         # An invalid Request is always answered (the spec's own example has no id).
         return ErrorReply(_invalid(id_ if has_id else None, detail))
+    except msgspec.DecodeError as exc:  # e.g. invalid UTF-8 inside a string: not JSON text
+        return ErrorReply(_parse_error(str(exc)))
     params = bytes(req.params)
     if params and _first_byte(params) not in (ord("{"), ord("[")):
         id_ = None if req.id is msgspec.UNSET else req.id

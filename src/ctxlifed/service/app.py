@@ -138,8 +138,8 @@ class Service:
                 # A new session in a known project starts in the phase the project was last in.
                 last = await self.readers.run(partial(queries.sessions, project=project, limit=1))
                 prev = load(last[0]["state"]) if last else None
-                if prev is not None and prev.phase.phase != st.phase.phase:
-                    st.phase, _ = PH.set_phase(st.phase, prev.phase.phase, now, cause="carried")
+                if prev is not None:
+                    st.phase = PH.PhaseState(phase=prev.phase.phase, since=now)
             if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:
                 oldest = min(self.sessions, key=lambda k: self.sessions[k].phase.since)
                 self.sessions.pop(oldest, None)

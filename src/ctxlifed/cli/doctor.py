@@ -1,0 +1,269 @@
+"""``ctxlifectl doctor``: check everything ctxlifed needs, one line per finding, with the fix.
+
+Checks: Python version; SQLite with FTS5 and the trigram tokenizer; runtime dir permissions;
+daemon reachable and its version matching this client; config problems; hooks installed (settings
+files or the plugin) and pointing at an existing shim and interpreter; service state; disk space;
+spooled events waiting.
+
+Rules:
+- Each finding is ``ok``, ``warn`` (degraded but working) or ``FAIL`` (something is wrong); every
+  warn/FAIL line names the command that fixes it. Exit 1 when any FAIL, else 0.
+- Stdlib only (``sqlite3`` for the FTS5 probe, in memory); never imports the server side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import PROTOCOL_VERSION, __version__
+from ..runtime import paths as P
+from . import install as I
+from . import service as S
+from .client import DaemonUnavailable, RemoteError, call
+
+MIN_PYTHON = (3, 11)
+DEFAULT_MIN_FREE_MB = 64
+
+
+@dataclass
+class Finding:
+    level: str  # ok | warn | FAIL
+    check: str
+    message: str
+    fix: str = ""
+
+    def line(self) -> str:
+        s = f"{self.level:<5} {self.check:<9} {self.message}"
+        return s + (f" — fix: {self.fix}" if self.fix else "")
+
+
+def check_python() -> list[Finding]:
+    v = sys.version_info
+    ver = f"{v.major}.{v.minor}.{v.micro}"
+    if (v.major, v.minor) < MIN_PYTHON:
+        return [Finding("FAIL", "python", f"Python {ver} is too old (need 3.11+)",
+                        "pipx install --python python3.11 ctxlifed")]
+    return [Finding("ok", "python", f"Python {ver} ({sys.executable})")]
+
+
+def check_sqlite() -> list[Finding]:
+    ver = sqlite3.sqlite_version
+    conn = sqlite3.connect(":memory:")
+    try:
+        try:
+            conn.execute("CREATE VIRTUAL TABLE f USING fts5(x)")
+        except sqlite3.OperationalError as exc:
+            return [Finding("FAIL", "sqlite", f"SQLite {ver} has no FTS5 ({exc}); the archive cannot be searched",
+                            "use a Python built with a newer SQLite, e.g. pipx install --python python3.12 ctxlifed")]
+        try:
+            conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')")
+        except sqlite3.OperationalError:
+            return [Finding("warn", "sqlite", f"SQLite {ver} has FTS5 but no trigram tokenizer (needs 3.34+):"
+                            " CJK and substring search fall back to a slower scan",
+                            "use a Python built with SQLite 3.34 or newer")]
+    finally:
+        conn.close()
+    return [Finding("ok", "sqlite", f"SQLite {ver} with FTS5 and trigram")]
+
+
+def check_runtime_dir(sock: str) -> list[Finding]:
+    d = os.path.dirname(sock)
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        return [Finding("ok", "runtime", f"{d} does not exist yet (created 0700 when the daemon starts)")]
+    except OSError as exc:
+        return [Finding("FAIL", "runtime", f"cannot inspect {d}: {exc}", f"ls -ld {d}")]
+    out = []
+    mode = stat.S_IMODE(st.st_mode)
+    if not stat.S_ISDIR(st.st_mode):
+        return [Finding("FAIL", "runtime", f"{d} is not a directory", f"mv {d} {d}.bak")]
+    if st.st_uid != os.geteuid():
+        out.append(Finding("FAIL", "runtime", f"{d} belongs to uid {st.st_uid}, not to you",
+                           "set CTXLIFED_SOCKET to a path in a folder you own"))
+    elif mode & 0o077:
+        out.append(Finding("FAIL", "runtime", f"{d} has mode {mode:o}; it must be private (700)", f"chmod 700 {d}"))
+    else:
+        out.append(Finding("ok", "runtime", f"{d} is private (mode {mode:o})"))
+    try:
+        sst = os.lstat(sock)
+        if not stat.S_ISSOCK(sst.st_mode):
+            out.append(Finding("FAIL", "runtime", f"{sock} exists but is not a socket", f"rm {sock}"))
+        elif stat.S_IMODE(sst.st_mode) & 0o077 and mode & 0o077:
+            out.append(Finding("FAIL", "runtime", f"socket {sock} is reachable by other users", f"chmod 600 {sock}"))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[Finding]:
+    start = "systemctl --user start ctxlifed.socket" if service_installed and service_kind == "systemd" else "ctxlifectl daemon start"
+    restart = ("systemctl --user restart ctxlifed.service" if service_installed and service_kind == "systemd"
+               else "ctxlifectl daemon stop && ctxlifectl daemon start")
+    try:
+        r = call(sock, "hello", {"client": "ctxlifectl", "version": __version__, "protocol": PROTOCOL_VERSION}, timeout=3.0)
+    except DaemonUnavailable as exc:
+        why = "not running" if "not running" in str(exc) else str(exc)
+        return [Finding("FAIL", "daemon", f"not reachable at {sock} ({why})", start)]
+    except RemoteError as exc:
+        return [Finding("FAIL", "daemon", f"answered hello with an error: {exc.name}: {exc.message}", restart)]
+    if not isinstance(r, dict):
+        return [Finding("FAIL", "daemon", "answered hello with something unexpected", restart)]
+    ver, proto = r.get("version"), r.get("protocol")
+    if proto != PROTOCOL_VERSION or r.get("compatible") is False:
+        return [Finding("FAIL", "daemon", f"speaks protocol {proto}, this client {PROTOCOL_VERSION}", restart)]
+    if ver != __version__:
+        return [Finding("FAIL", "daemon", f"runs ctxlifed {ver} but this client is {__version__} (pid {r.get('pid')})", restart)]
+    return [Finding("ok", "daemon", f"ctxlifed {ver} answering at {sock} (pid {r.get('pid')})")]
+
+
+def check_config() -> list[Finding]:
+    from ..runtime.config import load
+
+    path = P.config_path()
+    try:
+        cfg = load(path)
+    except Exception as exc:  # noqa: BLE001
+        return [Finding("FAIL", "config", f"cannot load {path}: {exc}", f"$EDITOR {path}")]
+    out = [Finding("FAIL", "config", p, f"$EDITOR {path}") for p in cfg.problems]
+    if not out:
+        out.append(Finding("ok", "config", f"{path}" + ("" if os.path.exists(path) else " (absent: defaults)")))
+    return out
+
+
+def _exe_ok(p: Any) -> bool:
+    return isinstance(p, str) and os.path.isabs(p) and os.path.isfile(p) and os.access(p, os.X_OK)
+
+
+def _plugin_enabled(data: dict[str, Any]) -> bool:
+    ep = data.get("enabledPlugins")
+    return isinstance(ep, dict) and any(isinstance(k, str) and k.split("@")[0] == "ctxlifed" and v for k, v in ep.items())
+
+
+def check_hooks(project_dir: str | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    found_any = False
+    wanted = {s.event for s in I.HOOKS}
+    for scope, path in I.all_settings_paths(project_dir):
+        try:
+            text, data = I.read_settings(path)
+        except I.SettingsError as exc:
+            out.append(Finding("FAIL", "hooks", str(exc), f"$EDITOR {path}"))
+            continue
+        if text is None:
+            continue
+        if data.get("disableAllHooks") is True:
+            out.append(Finding("FAIL", "hooks", f"{path} sets \"disableAllHooks\": true, so no hook runs",
+                               f"remove disableAllHooks from {path}"))
+        if _plugin_enabled(data):
+            found_any = True
+            out.append(Finding("ok", "hooks", f"ctxlifed plugin enabled in {path}"))
+        mine = I.installed_handlers(data)
+        if not mine:
+            continue
+        found_any = True
+        fix = f"ctxlifectl install --scope {scope}" + (f" --project-dir {project_dir}" if project_dir and scope != "user" else "")
+        bad = []
+        for ev, hs in mine.items():
+            for h in hs:
+                py = h.get("command")
+                args = h.get("args") if isinstance(h.get("args"), list) else []
+                shim = next((a for a in args if isinstance(a, str) and a.endswith(I.SHIM_NAME)), None)
+                if not _exe_ok(py):
+                    bad.append(f"{ev}: interpreter {py!r} is missing or not executable")
+                if shim is None or not os.path.isfile(shim):
+                    bad.append(f"{ev}: shim {shim or '(none)'} does not exist")
+        for b in sorted(set(bad))[:5]:
+            out.append(Finding("FAIL", "hooks", f"{path}: {b}", fix))
+        missing = sorted(wanted - set(mine))
+        if missing:
+            out.append(Finding("FAIL", "hooks", f"{path}: no ctxlifed hook for {', '.join(missing)}", fix))
+        if not bad and not missing:
+            cur_py, cur_shim = I.interpreter(), I.shim_path()
+            same = all(h.get("command") == cur_py and cur_shim in (h.get("args") or []) for hs in mine.values() for h in hs)
+            note = "" if same else " (pointing at another ctxlifed installation)"
+            out.append(Finding("ok", "hooks", f"{len(mine)} events hooked in {path} ({scope}){note}"))
+    if not found_any:
+        out.append(Finding("FAIL", "hooks", "ctxlifed's hooks are not installed in any Claude Code settings file",
+                           "ctxlifectl install"))
+    return out
+
+
+def check_service(sock: str, kind: str) -> tuple[list[Finding], bool]:
+    info = S.status_info(kind, sock)
+    if not info["installed"]:
+        return [Finding("ok", "service", "not installed (optional: the hook shim starts the daemon on demand;"
+                        " `ctxlifectl service install` runs it under "
+                        + ("systemd" if kind == "systemd" else "launchd") + ")")], False
+    if not info["problems"]:
+        return [Finding("ok", "service", f"{kind} units installed and active")], True
+    return [Finding("FAIL", "service", what, fix) for what, fix in info["problems"]], True
+
+
+def check_disk(min_free_mb: int = DEFAULT_MIN_FREE_MB) -> list[Finding]:
+    d = P.data_dir()
+    probe = d
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    try:
+        du = shutil.disk_usage(probe)
+    except OSError as exc:
+        return [Finding("warn", "disk", f"cannot measure free space at {probe}: {exc}", f"df -h {probe}")]
+    free_mb = du.free // (1 << 20)
+    db = os.path.join(d, P.DB_NAME)
+    size = sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
+    if free_mb < min_free_mb:
+        return [Finding("FAIL", "disk", f"only {free_mb} MiB free for {d} (the daemon stops storing below {min_free_mb} MiB)",
+                        f"free space on that disk, or drop old data: ctxlifectl forget --project <dir>")]
+    out = [Finding("ok", "disk", f"{free_mb:,} MiB free for {d}; store {size / (1 << 20):.1f} MiB")]
+    spool = os.path.join(d, P.SPOOL_NAME)
+    try:
+        n = os.path.getsize(spool)
+    except OSError:
+        n = 0
+    if n:
+        out.append(Finding("warn", "spool", f"{n:,} bytes of events spooled while the daemon was away ({spool})",
+                           "ctxlifectl daemon start (it ingests the spool)"))
+    return out
+
+
+def run_checks(sock: str, project_dir: str | None = None, platform: str | None = None) -> list[Finding]:
+    kind = S.platform_kind(platform)
+    out: list[Finding] = []
+    out += check_python()
+    out += check_sqlite()
+    out += check_runtime_dir(sock)
+    svc, svc_installed = check_service(sock, kind)
+    out += check_daemon(sock, kind, svc_installed)
+    out += check_config()
+    out += check_hooks(project_dir)
+    out += svc
+    out += check_disk()
+    return out
+
+
+def cmd_doctor(ns: argparse.Namespace, sock: str) -> int:
+    findings = run_checks(sock, ns.project_dir, getattr(ns, "platform", None))
+    failed = [f for f in findings if f.level == "FAIL"]
+    if ns.json:
+        print(json.dumps({"ok": not failed, "findings": [asdict(f) for f in findings]}, indent=2))
+    else:
+        for f in findings:
+            print(f.line())
+        print(f"{len(failed)} problem{'s' if len(failed) != 1 else ''} found" if failed else "everything looks fine")
+    return 1 if failed else 0
+
+
+def register(sub: Any, add: Any) -> None:
+    p = add("doctor", "check Python, SQLite, runtime dir, daemon, hooks, service and disk; print fixes")
+    p.add_argument("--project-dir", help="project whose .claude/settings*.json to check (default: current directory)")
+    p.add_argument("--platform", choices=["linux", "darwin"], help=argparse.SUPPRESS)
+    p.set_defaults(fn=cmd_doctor)

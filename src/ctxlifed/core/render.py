@@ -1,0 +1,628 @@
+"""Everything ctxlifed writes for humans or for the model: hook context, advice, recall answers, L3 pages.
+
+Rules:
+- Pure: no I/O, no clock (``now`` is passed in), no logging. Same input -> same output, byte for byte.
+- Bounded: text for the model is capped by an estimated token budget (:func:`estimate_tokens`) AND by
+  ``MAX_CHARS`` = 9,000 characters (Claude Code spills hook output over 10,000 characters to a file).
+  Lists are cut at whole lines/items, most important first, and the cut is said ("… N more").
+  L3 Markdown pages are bounded per list (``LEDGER_MAX_ITEMS`` items of ``LEDGER_ITEM_CHARS``).
+- Every piece of free text (summaries, pending items, decisions, snippets) is made one line:
+  whitespace collapsed, truncated with "…", ``<system-reminder>`` tags defused.
+- Hook context states facts ("Current phase: design", "Unresolved items (2):") and never gives
+  orders: Claude Code's prompt-injection defences distrust imperative "system" phrasing.
+- Times are UTC, ISO 8601 to the minute: ``2025-05-01T10:20Z``.
+- SessionStart context says nothing ("") when there is nothing worth saying: a project without any
+  memory gets no line at all, not even a recall hint — it would cost tokens in every new session and
+  point at an empty archive; the plugin's /recall skill already documents the command.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+import msgspec
+
+from ctxlifed.core.model import Level, _is_cjk, estimate_tokens
+
+__all__ = [
+    "MAX_CHARS",
+    "cap_lines",
+    "PhaseSpan",
+    "ArchivedItem",
+    "PendingItem",
+    "SessionStartData",
+    "render_session_start",
+    "render_compact_advice",
+    "RecallHit",
+    "render_recall",
+    "render_timeline",
+    "render_decisions",
+    "LedgerData",
+    "render_phase_ledger",
+    "render_decision_entry",
+    "RECALL_USAGE",
+]
+
+MAX_CHARS = 9000
+FOCUS_MAX_CHARS = 200
+ITEM_CHARS = 240  # one pending item / archived summary / decision in hook context
+SNIPPET_CHARS = 300
+LEDGER_MAX_ITEMS = 100
+LEDGER_ITEM_CHARS = 500
+SS_MAX_PENDING = 10
+SS_MAX_ARCHIVED = 12
+SS_MAX_DECISIONS = 5
+TIMELINE_INLINE_SPANS = 6
+
+RECALL_USAGE = "ctxlifectl recall <words> | phase:<p> | type:<t> | decisions | timeline"
+
+_LEVEL_TEXT = {
+    Level.NONE: "no compression",
+    Level.L0_L1: "level 1, L0→L1",
+    Level.L1_L2: "level 2, L1→L2",
+    Level.L2_L3: "level 3, L2→L3",
+}
+
+_PHASE_KEEP = {
+    "planning": "requirements, boundaries, constraints",
+    "design": "architecture decisions, interface contracts",
+    "implementation": "current files, test results",
+    "testing": "test results, defects",
+    "review": "review conclusions, change requests",
+}
+
+# --------------------------------------------------------------------------------------------
+# data passed in by the service
+
+
+class PhaseSpan(msgspec.Struct, frozen=True):
+    """One phase of a session: ``end`` is None while it is the current phase."""
+
+    phase: str
+    start: float
+    end: float | None = None
+    cause: str = ""
+
+
+class ArchivedItem(msgspec.Struct, frozen=True):
+    """An element moved to L2; ``id`` is its archive row id (``ctxlifectl recall --id``)."""
+
+    id: int
+    kind: str
+    phase: str | None
+    ts: float
+    summary: str
+    priority: float = 0.0
+
+
+class PendingItem(msgspec.Struct, frozen=True):
+    """An unresolved item; ``id`` is its L2 id when it has one."""
+
+    text: str
+    id: int | None = None
+
+
+class SessionStartData(msgspec.Struct, frozen=True, kw_only=True):
+    """What the SessionStart hook may tell the model. ``source`` is Claude Code's SessionStart
+    source: startup, resume, compact or clear."""
+
+    source: str
+    project: str
+    phase: str | None = None
+    phase_since: float | None = None
+    timeline: tuple[PhaseSpan, ...] = ()
+    pending: tuple[PendingItem, ...] = ()
+    decisions_count: int = 0
+    archived: tuple[ArchivedItem, ...] = ()
+    recent_decisions: tuple[str, ...] = ()
+    lessons_count: int = 0
+    working_pct: float | None = None
+    level: int = 0
+
+
+class RecallHit(msgspec.Struct, frozen=True):
+    """One archive row returned by a recall query (already ranked by the store)."""
+
+    id: int
+    session: str
+    project: str
+    ts: float
+    kind: str
+    phase: str | None = None
+    tool: str | None = None
+    summary: str = ""
+    snippet: str = ""
+    score: float = 0.0
+
+
+class LedgerData(msgspec.Struct, frozen=True, kw_only=True):
+    """The content of one Phase Ledger page (L3, ``docs/memory/sessions/<sid>/phase-<N>-<name>.md``)."""
+
+    session_id: str
+    number: int
+    phase: str
+    start: float
+    end: float | None = None
+    project: str = ""
+    cause: str = ""
+    goal: str = ""
+    done: tuple[str, ...] = ()
+    files_changed: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    test_results: tuple[str, ...] = ()
+    unresolved: tuple[str, ...] = ()
+    l2_refs: tuple[int, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+
+_WS = re.compile(r"\s+")
+_SYSREM = re.compile(r"<(/?)(system-reminder)", re.I)
+
+
+def _one_line(text: object, max_chars: int = ITEM_CHARS) -> str:
+    """Collapse whitespace, defuse <system-reminder> tags, cut to ``max_chars`` with '…'."""
+    s = _WS.sub(" ", str(text) if text is not None else "").strip()
+    s = _SYSREM.sub(r"‹\1\2", s)
+    if len(s) > max_chars:
+        s = s[: max(0, max_chars - 1)].rstrip() + "…"
+    return s
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _code(text: str) -> str:
+    """Inline Markdown code without breaking on backticks."""
+    return "`" + text.replace("`", "'") + "`"
+
+
+def _iso(ts: float | None) -> str:
+    """UTC ISO 8601 to the minute: 2025-05-01T10:20Z ('?' for an unusable value)."""
+    if ts is None or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        return "?"
+    try:
+        return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+    except (OverflowError, OSError, ValueError):
+        return "?"
+
+
+def _dur(seconds: float) -> str:
+    """A short duration: 45s, 12m, 3h 05m, 2d 4h."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        seconds = 0
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _range(start: float, end: float | None) -> str:
+    """'2025-05-01T10:00Z–10:40Z' on one day, full stamps otherwise, '…–now' while open."""
+    a = _iso(start)
+    if end is None:
+        return f"{a}–now"
+    b = _iso(end)
+    if a[:11] == b[:11] and a != "?":
+        return f"{a}–{b[11:]}"
+    return f"{a}–{b}"
+
+
+def _cjk_count(s: str) -> int:
+    if s.isascii():
+        return 0
+    return sum(1 for ch in s if ord(ch) >= 0x3040 and _is_cjk(ch))
+
+
+def _tokens(chars: int, cjk: int) -> int:
+    """estimate_tokens of a text with ``chars`` characters of which ``cjk`` are CJK."""
+    return cjk + (chars - cjk + 3) // 4
+
+
+def _take(items: Sequence[str], cap_tokens: int, max_chars: int) -> tuple[list[str], bool]:
+    """Longest prefix of ``items`` whose newline-join fits both caps (items never split, except that
+    a first item larger than the whole budget is cut with '…'). Returns (kept, truncated_first)."""
+    kept: list[str] = []
+    chars = cjk = 0
+    for item in items:
+        add_chars = len(item) + (1 if kept else 0)
+        add_cjk = _cjk_count(item)
+        if _tokens(chars + add_chars, cjk + add_cjk) <= cap_tokens and chars + add_chars <= max_chars:
+            kept.append(item)
+            chars += add_chars
+            cjk += add_cjk
+            continue
+        if not kept:
+            cut = _truncate_to(item, cap_tokens, max_chars)
+            if cut:
+                return [cut], True
+        break
+    return kept, False
+
+
+def _truncate_to(item: str, cap_tokens: int, max_chars: int) -> str:
+    """The longest prefix of ``item`` + '…' within both caps ('' if not even '…' fits)."""
+    lo, hi = 0, min(len(item), max_chars)
+    best = ""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        cand = item[:mid].rstrip() + "…"
+        if estimate_tokens(cand) <= cap_tokens and len(cand) <= max_chars:
+            best = cand
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _fits(text: str, cap_tokens: int, max_chars: int = MAX_CHARS) -> bool:
+    return estimate_tokens(text) <= cap_tokens and len(text) <= max_chars
+
+
+# --------------------------------------------------------------------------------------------
+# generic capping
+
+
+def cap_lines(lines: list[str], cap_tokens: int, *, more_line: str | None = None) -> str:
+    """Join ``lines`` (most important first) with newlines until the token cap or ``MAX_CHARS`` would
+    be exceeded; cut at whole lines (a first line larger than the whole budget is cut with '…').
+
+    When lines were cut and ``more_line`` is given, it is appended; ``{n}`` in it is replaced by the
+    number of lines left out. Room is made for it by dropping further trailing lines, but at least one
+    content line is kept; if it cannot fit next to that line it is left out. Result: '' for no lines
+    or a cap <= 0; otherwise ``estimate_tokens(result) <= cap_tokens`` and ``len(result) <= 9000``.
+    """
+    return _cap(lines, cap_tokens, MAX_CHARS, more_line)
+
+
+def _cap(lines: Sequence[str], cap_tokens: int, max_chars: int, more_line: str | None) -> str:
+    if cap_tokens <= 0 or max_chars <= 0 or not lines:
+        return ""
+    kept, _ = _take(lines, cap_tokens, max_chars)
+    if len(kept) == len(lines) or not more_line:
+        return "\n".join(kept)
+    while kept:
+        ml = more_line.replace("{n}", str(len(lines) - len(kept)))
+        out = "\n".join([*kept, ml])
+        if _fits(out, cap_tokens, max_chars):
+            return out
+        if len(kept) == 1:
+            break
+        kept.pop()
+    return "\n".join(kept)
+
+
+def _with_footer(lines: list[str], footer: str, cap_tokens: int, *, more_line: str | None = None) -> str:
+    """cap_lines for ``lines`` with ``footer`` always last (dropped only if nothing else fits)."""
+    if not footer:
+        return _cap(lines, cap_tokens, MAX_CHARS, more_line)
+    if not lines:
+        return footer if _fits(footer, cap_tokens) else ""
+    reserve = estimate_tokens(footer) + 1
+    body = _cap(lines, cap_tokens - reserve, MAX_CHARS - len(footer) - 1, more_line)
+    if not body:
+        return _cap(lines, cap_tokens, MAX_CHARS, more_line)
+    return body + "\n" + footer
+
+
+# --------------------------------------------------------------------------------------------
+# SessionStart
+
+
+def _phase_header(d: SessionStartData, now: float, lead: str) -> str:
+    if d.phase:
+        since = ""
+        if d.phase_since is not None:
+            since = f" (since {_iso(d.phase_since)}, {_dur(now - d.phase_since)})"
+        return f"{lead} Current phase: {_one_line(d.phase, 40)}{since}."
+    return f"{lead} No current phase recorded."
+
+
+def _pending_lines(pending: Sequence[PendingItem], title: str) -> list[str]:
+    if not pending:
+        return []
+    out = [f"{title} ({len(pending)}):"]
+    for p in pending[:SS_MAX_PENDING]:
+        ref = f" (L2 #{p.id})" if p.id is not None else ""
+        out.append(f"- {_one_line(p.text)}{ref}")
+    if len(pending) > SS_MAX_PENDING:
+        out.append(f"- … {len(pending) - SS_MAX_PENDING} more: ctxlifectl recall type:pending")
+    return out
+
+
+def _timeline_inline(spans: Sequence[PhaseSpan]) -> str:
+    if not spans:
+        return ""
+    shown = spans[-TIMELINE_INLINE_SPANS:]
+    parts = [f"{_one_line(s.phase, 40)} {_range(s.start, s.end)}" for s in shown]
+    earlier = len(spans) - len(shown)
+    prefix = f"(+{earlier} earlier) " if earlier else ""
+    return f"Phase timeline: {prefix}{' → '.join(parts)}."
+
+
+def _counts_line(decisions: int, lessons: int) -> str:
+    parts = []
+    if decisions > 0:
+        parts.append(f"Decisions recorded: {decisions} (ctxlifectl recall decisions)")
+    if lessons > 0:
+        parts.append(f"lessons recorded: {lessons} (ctxlifectl recall lessons)")
+    if not parts:
+        return ""
+    s = "; ".join(parts)
+    return s[0].upper() + s[1:] + "."
+
+
+def _working_line(d: SessionStartData) -> str:
+    if d.working_pct is None or not math.isfinite(d.working_pct):
+        return ""
+    try:
+        lvl = _LEVEL_TEXT[Level(d.level)]
+    except ValueError:
+        lvl = f"level {d.level}"
+    return f"Working zone: {round(d.working_pct)}% used ({lvl})."
+
+
+def _archived_lines(items: Sequence[ArchivedItem]) -> list[str]:
+    if not items:
+        return []
+    ranked = sorted(items, key=lambda a: (-a.priority, -a.ts, a.id))
+    out = [
+        f"Archived by this compaction ({_plural(len(items), 'item')}, highest priority first;"
+        " full text: ctxlifectl recall --id <id>):"
+    ]
+    for a in ranked[:SS_MAX_ARCHIVED]:
+        phase = f" · {_one_line(a.phase, 40)}" if a.phase else ""
+        out.append(f"- L2 #{a.id} [{_one_line(a.kind, 40)}{phase}] {_one_line(a.summary)}")
+    if len(items) > SS_MAX_ARCHIVED:
+        out.append(f"- … {len(items) - SS_MAX_ARCHIVED} more: ctxlifectl recall timeline / type:<t>")
+    return out
+
+
+def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: float) -> str:
+    """``additionalContext`` for SessionStart, by ``d.source``:
+
+    - startup / resume: current phase, unresolved items, decision/lesson counts, phase timeline,
+      working-zone usage, and how to recall;
+    - compact: current phase, what this compaction archived (top items by priority with L2 ids),
+      unresolved items, decision count, how to recall;
+    - clear: project-level memory only: decision count and recent decisions, unresolved items across
+      the project, lesson count, how to recall (no phase, timeline or archive detail of the session).
+    '' when there is nothing worth saying. Bounded by ``cap_tokens`` and ``MAX_CHARS``.
+    """
+    project = _one_line(d.project, 80) or "this project"
+    footer = f"Recall from the local archive: {RECALL_USAGE}; full text: ctxlifectl recall --id <id>."
+    lines: list[str] = []
+    if d.source == "clear":
+        if not (d.decisions_count or d.recent_decisions or d.pending or d.lessons_count):
+            return ""
+        lines.append(f"ctxlifed project memory for {project} (context cleared; no session detail carried over).")
+        if d.decisions_count or d.recent_decisions:
+            n = max(d.decisions_count, len(d.recent_decisions))
+            lines.append(f"Decisions recorded: {n}" + ("; most recent:" if d.recent_decisions else "."))
+            lines += [f"- {_one_line(t)}" for t in d.recent_decisions[:SS_MAX_DECISIONS]]
+        lines += _pending_lines(d.pending, "Unresolved items across the project")
+        if d.lessons_count:
+            lines.append(f"Lessons recorded: {d.lessons_count} (ctxlifectl recall lessons).")
+    elif d.source == "compact":
+        if not (d.phase or d.archived or d.pending or d.decisions_count):
+            return ""
+        lines.append(_phase_header(d, now, f"ctxlifed: context of project {project} was compacted."))
+        lines += _archived_lines(d.archived)
+        lines += _pending_lines(d.pending, "Unresolved items")
+        counts = _counts_line(d.decisions_count, 0)
+        if counts:
+            lines.append(counts)
+        if w := _working_line(d):
+            lines.append(w)
+    else:  # startup, resume, or anything unknown
+        if not (d.phase or d.timeline or d.pending or d.decisions_count or d.lessons_count or d.archived):
+            return ""
+        what = "resumed session" if d.source == "resume" else "session"
+        lines.append(_phase_header(d, now, f"ctxlifed memory for this {what} in {project}."))
+        lines += _pending_lines(d.pending, "Unresolved items")
+        counts = _counts_line(d.decisions_count, d.lessons_count)
+        if counts:
+            lines.append(counts)
+        if tl := _timeline_inline(d.timeline):
+            lines.append(tl)
+        if d.archived:
+            lines.append(f"Archived elements of this session: {len(d.archived)} (ctxlifectl recall timeline).")
+        if d.source == "resume" and (w := _working_line(d)):
+            lines.append(w)
+    return _with_footer(lines, footer, cap_tokens, more_line="… {n} more lines not shown.")
+
+
+# --------------------------------------------------------------------------------------------
+# compaction advice (systemMessage for the user)
+
+
+def render_compact_advice(phase: str | None, pending: list[str], reason: str) -> str:
+    """Two lines for the user: why compaction is advised, and a ready ``/compact <focus>`` line.
+
+    The focus names what the phase keeps (from the design's phase table) and as many pending items
+    as fit in ``FOCUS_MAX_CHARS`` (200) characters; it is a single line.
+    """
+    why = _one_line(reason, 300) or "context is filling up"
+    if phase and phase in _PHASE_KEEP:
+        focus = f"Keep {phase} context ({_PHASE_KEEP[phase]})"
+    elif phase:
+        focus = f"Keep {_one_line(phase, 40)} context (decisions, current files, test results)"
+    else:
+        focus = "Keep decisions, current files and test results"
+    items = [_one_line(p, FOCUS_MAX_CHARS) for p in pending if _one_line(p, FOCUS_MAX_CHARS)]
+    if items:
+        base = focus + "; open: "
+        added: list[str] = []
+        for it in items:
+            cand = base + "; ".join([*added, it])
+            if len(cand) <= FOCUS_MAX_CHARS:
+                added.append(it)
+            elif not added:
+                room = FOCUS_MAX_CHARS - len(base)
+                if room >= 12:
+                    added.append(_one_line(it, room))
+                break
+            else:
+                break
+        if added:
+            focus = base + "; ".join(added)
+    focus = _one_line(focus, FOCUS_MAX_CHARS)
+    return f"ctxlifed: {why}\n/compact {focus}"
+
+
+# --------------------------------------------------------------------------------------------
+# recall answers
+
+
+def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 1200, *, total: int) -> str:
+    """Markdown answer to a recall query: a header, the ranked hits (one or two lines each: id, kind,
+    phase, UTC minute, tool, session, summary, then the snippet when it adds something), a line saying
+    how many matches are not shown, and "Full text: ctxlifectl recall --id <id>". Bounded by
+    ``cap_tokens`` and ``MAX_CHARS``; hits are never split."""
+    q = _code(_one_line(query_text, 120)) if query_text.strip() else "(no words)"
+    total = max(total, len(hits))
+    if not hits:
+        return f"No archived context matches {q}."
+    projects = {h.project for h in hits}
+    header = f"**Recall** {q}: {total} match{'' if total == 1 else 'es'}, best first."
+    footer = "Full text: ctxlifectl recall --id <id>"
+    items = []
+    for i, h in enumerate(hits, 1):
+        meta = [_one_line(h.kind, 30)]
+        if h.phase:
+            meta.append(_one_line(h.phase, 30))
+        meta.append(_iso(h.ts))
+        if h.tool:
+            meta.append(_one_line(h.tool, 40))
+        meta.append(f"session {_one_line(h.session, 128)[:8]}")
+        if len(projects) > 1:
+            meta.append(_one_line(h.project, 60))
+        summary = _one_line(h.summary) or _one_line(h.snippet) or "(no summary)"
+        line = f"{i}. **#{h.id}** {' · '.join(meta)} — {summary}"
+        snippet = _one_line(h.snippet, SNIPPET_CHARS)
+        if snippet and snippet not in summary and summary not in snippet:
+            line += f"\n   > {snippet}"
+        items.append(line)
+    more_max = f"… {total} more not shown; narrow with phase:, type: or a quoted phrase."
+    reserve = estimate_tokens(header) + estimate_tokens(footer) + estimate_tokens(more_max) + 3
+    char_room = MAX_CHARS - len(header) - len(footer) - len(more_max) - 3
+    kept, _ = _take(items, cap_tokens - reserve, char_room)
+    if not kept:  # not even the first hit fits next to header and footer
+        return _with_footer([header], footer, cap_tokens)
+    lines = [header, *kept]
+    omitted = total - len(kept)
+    if omitted > 0:
+        lines.append(f"… {omitted} more not shown; narrow with phase:, type: or a quoted phrase.")
+    lines.append(footer)
+    return "\n".join(lines)
+
+
+def render_timeline(spans: Sequence[PhaseSpan], now: float, *, cap_tokens: int = 1200) -> str:
+    """Markdown phase timeline, oldest first, numbered, with duration and cause; when it is too long
+    the oldest spans are left out and the first line says how many."""
+    if not spans:
+        return "No phase timeline recorded yet."
+    items = []
+    for i, s in enumerate(spans, 1):
+        end = s.end if s.end is not None else now
+        cause = f" — {_one_line(s.cause, 120)}" if s.cause else ""
+        current = " (current)" if s.end is None else ""
+        items.append(f"{i}. {_one_line(s.phase, 40)}{current}: {_range(s.start, s.end)} ({_dur(end - s.start)}){cause}")
+    title = f"Phase timeline ({_plural(len(spans), 'phase')}):"
+    reserve = estimate_tokens(title) + 20
+    newest_first, _ = _take(items[::-1], cap_tokens - reserve, MAX_CHARS - len(title) - 80)
+    kept = newest_first[::-1]
+    lines = [title]
+    if len(kept) < len(items):
+        lines.append(f"… {len(items) - len(kept)} earlier phases not shown.")
+    return "\n".join(lines + kept)
+
+
+def render_decisions(decisions: Sequence[tuple[int, float, str]], cap_tokens: int = 1200) -> str:
+    """Markdown list of decisions ``(id, ts, text)`` in the given order, bounded, with the L2 id of each."""
+    if not decisions:
+        return "No decisions recorded yet."
+    title = f"Decisions ({len(decisions)}):"
+    items = [f"- {_iso(ts)} · #{i} — {_one_line(text, 400)}" for i, ts, text in decisions]
+    return _with_footer(
+        [title, *items],
+        "",
+        cap_tokens,
+        more_line="… {n} more not shown: ctxlifectl recall type:decision <words>",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# L3 pages
+
+
+def _bullets(items: Iterable[str], *, fmt: Callable[[str], str] = lambda s: s, empty: str = "_None recorded._") -> list[str]:
+    lst = [x for x in (_one_line(i, LEDGER_ITEM_CHARS) for i in items) if x]
+    if not lst:
+        return [empty]
+    out = [f"- {fmt(x)}" for x in lst[:LEDGER_MAX_ITEMS]]
+    if len(lst) > LEDGER_MAX_ITEMS:
+        out.append(f"- … {len(lst) - LEDGER_MAX_ITEMS} more in L2 (ctxlifectl recall)")
+    return out
+
+
+def render_phase_ledger(d: LedgerData) -> str:
+    """The Markdown hand-off page of one phase: a machine-readable first-line comment, the title
+    "Phase N — <name>", session and time range, then the sections Goal, What was done, Files changed
+    (sorted, unique), Key decisions, Test results, Unresolved items (task list), L2 references
+    (sorted, unique ids). Deterministic: same data, same bytes."""
+    name = _one_line(d.phase, 40)
+    sid = _one_line(d.session_id, 128)
+    end = "open" if d.end is None else _iso(d.end)
+    span = f"{_iso(d.start)} → {end}"
+    if d.end is not None:
+        span += f" ({_dur(d.end - d.start)})"
+    out = [
+        f"<!-- ctxlifed:ledger v1 session={sid} phase={name} n={d.number} -->",
+        f"# Phase {d.number} — {name}",
+        "",
+        f"- Session: {_code(sid)}",
+    ]
+    if d.project:
+        out.append(f"- Project: {_code(_one_line(d.project, 200))}")
+    out.append(f"- Time (UTC): {span}")
+    if d.cause:
+        out.append(f"- Ended by: {_one_line(d.cause, 200)}")
+    files = sorted({f for f in (_one_line(x, LEDGER_ITEM_CHARS) for x in d.files_changed) if f})
+    refs = sorted({int(r) for r in d.l2_refs if isinstance(r, int) and not isinstance(r, bool)})
+    out += ["", "## Goal", "", _one_line(d.goal, 2000) or "_Not recorded._"]
+    out += ["", "## What was done", "", *_bullets(d.done)]
+    out += ["", "## Files changed", "", *_bullets(files, fmt=_code)]
+    out += ["", "## Key decisions", "", *_bullets(d.decisions)]
+    out += ["", "## Test results", "", *_bullets(d.test_results)]
+    out += ["", "## Unresolved items", "", *_bullets(d.unresolved, fmt=lambda s: f"[ ] {s}")]
+    out += ["", "## L2 references", ""]
+    if refs:
+        shown = refs[: LEDGER_MAX_ITEMS * 5]
+        more = f" … and {len(refs) - len(shown)} more" if len(refs) > len(shown) else ""
+        out.append(", ".join(f"#{r}" for r in shown) + more)
+        out.append("")
+        out.append("Full text: `ctxlifectl recall --id <id>`")
+    else:
+        out.append("_None._")
+    return "\n".join(out) + "\n"
+
+
+def render_decision_entry(ts: float, session: str, phase: str | None, text: str, l2_id: int | None) -> str:
+    """One Markdown list entry for docs/memory/decisions.md (single line, no trailing newline)."""
+    parts = [_iso(ts)]
+    if phase:
+        parts.append(_one_line(phase, 40))
+    parts.append(f"session {_code(_one_line(session, 128))}")
+    if l2_id is not None:
+        parts.append(f"L2 #{l2_id}")
+    return f"- {' · '.join(parts)} — {_one_line(text, LEDGER_ITEM_CHARS) or '(empty)'}"

@@ -1,0 +1,177 @@
+"""The hook shim fails open: exit 0, no output, within its deadline, whatever the daemon does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import SHIM, daemon_env, run_shim
+
+PAYLOAD = {"session_id": "0f1e2d3c-aaaa-bbbb-cccc-000000000001", "transcript_path": "/nonexistent/t.jsonl",
+           "cwd": "/tmp", "hook_event_name": "UserPromptSubmit", "prompt": "hello shim"}
+
+
+def fake_server(path: str, behaviour: str) -> tuple[socket.socket, threading.Thread]:
+    """A misbehaving daemon: 'garbage', 'oversized', 'silent', 'close', 'wrong_id', 'exit7'."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                buf = b""
+                while b"\n" not in buf:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                rid = json.loads(buf.split(b"\n")[0])["id"] if buf else None
+                if behaviour == "garbage":
+                    conn.sendall(b"\x00\xffnot json at all\n")
+                elif behaviour == "oversized":
+                    try:
+                        conn.sendall(b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","result":{"stdout":"' + b"x" * (2 << 20) + b'"}}\n')
+                    except OSError:
+                        pass
+                elif behaviour == "silent":
+                    time.sleep(5)
+                elif behaviour == "wrong_id":
+                    conn.sendall(b'{"jsonrpc":"2.0","id":"nope","result":{"stdout":"HIJACK","exit_code":0}}\n')
+                elif behaviour == "exit7":
+                    conn.sendall(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"stdout": "X", "exit_code": 7}}).encode() + b"\n")
+                elif behaviour == "error":
+                    conn.sendall(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "x"}}).encode() + b"\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return srv, t
+
+
+def eventually(cond: Any, timeout: float = 20.0) -> None:
+    """Poll a condition the daemon reaches on its own schedule (not a readiness wait)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def shim_env(base: Path, **extra: str) -> dict[str, str]:
+    env = daemon_env(base, CTXLIFED_HOOK_DEADLINE="0.5", CTXLIFED_DAEMON_CMD="/bin/true", **extra)
+    return env
+
+
+@pytest.mark.parametrize("behaviour", ["garbage", "oversized", "silent", "close", "wrong_id", "exit7", "error"])
+def test_fail_open_against_a_bad_daemon(short_tmp: Path, behaviour: str) -> None:
+    """Garbage, oversized, silent, closing, mismatched, or erroring daemons: exit 0, empty stdout, on time."""
+    env = shim_env(short_tmp)
+    os.makedirs(os.path.dirname(env["CTXLIFED_SOCKET"]), exist_ok=True)
+    srv, _ = fake_server(env["CTXLIFED_SOCKET"], behaviour)
+    try:
+        t0 = time.monotonic()
+        r = run_shim(PAYLOAD, env)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    assert took < 0.5 + 2.0  # deadline plus interpreter start on a loaded machine
+
+
+def test_no_daemon_spools_and_spawns(short_tmp: Path) -> None:
+    """No daemon: exit 0 silently, the event lands in the spool, a detached start is attempted."""
+    marker = short_tmp / "spawned"
+    env = shim_env(short_tmp, CTXLIFED_DAEMON_CMD=f"/usr/bin/touch {marker}")
+    r = run_shim(PAYLOAD, env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    spool = Path(env["CTXLIFED_DATA_DIR"]) / "spool.jsonl"
+    lines = spool.read_bytes().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["payload"] == PAYLOAD and len(rec["rid"]) == 16
+    assert oct(spool.stat().st_mode & 0o777) == "0o600"
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert marker.exists()
+
+
+def test_sigstopped_daemon(daemon: Any) -> None:
+    """A SIGSTOPped daemon: the shim still returns 0 quietly within the deadline, and spools the event."""
+    env = dict(daemon.env, CTXLIFED_HOOK_DEADLINE="0.4")
+    os.kill(daemon.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        r = run_shim(PAYLOAD, env)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+    assert (r.returncode, r.stdout) == (0, b"")
+    assert took < 0.4 + 2.0
+    spooled = json.loads((daemon.data_dir / "spool.jsonl").read_bytes().splitlines()[0])
+    assert spooled["payload"] == PAYLOAD
+    # Resumed, the daemon answers the buffered request AND ingests the spool: stored exactly once.
+    eventually(lambda: not (daemon.data_dir / "spool.jsonl").exists()
+               and not (daemon.data_dir / "spool.jsonl.ingesting").exists())
+    assert daemon.call("status", {"session": PAYLOAD["session_id"]})["sessions"][0]["events"] == 1
+
+
+def test_spawn_leaves_no_descriptor_attached(short_tmp: Path) -> None:
+    """The auto-started daemon holds none of the caller's pipes: the caller sees EOF when the shim exits."""
+    env = daemon_env(short_tmp, CTXLIFED_HOOK_DEADLINE="0.5")
+    env.pop("CTXLIFED_DAEMON_CMD", None)
+    proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    t0 = time.monotonic()
+    out, err = proc.communicate(json.dumps(PAYLOAD).encode(), timeout=15)  # returns at EOF on both pipes
+    took = time.monotonic() - t0
+    assert (proc.returncode, out, err) == (0, b"", b"")
+    assert took < 5
+    from ctxlifed.cli.client import call, wait_ready
+
+    assert wait_ready(env["CTXLIFED_SOCKET"], timeout=20)
+    pid = call(env["CTXLIFED_SOCKET"], "ping")["pid"]
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        targets = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{pid}/fd/{fd}")}
+        assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+        assert os.readlink(f"/proc/{pid}/fd/1") == "/dev/null"
+        assert not any(t.startswith("pipe:") for t in targets)
+        assert os.getsid(pid) == pid  # its own session
+    finally:
+        os.kill(pid, signal.SIGTERM)
+
+
+def test_non_json_stdin_is_ignored(short_tmp: Path) -> None:
+    """Input that is not a JSON object: nothing sent, nothing spooled, exit 0."""
+    env = shim_env(short_tmp)
+    for junk in (b"", b"not json", b"[1,2]", b"\xff\xfe"):
+        r = run_shim(junk, env)
+        assert (r.returncode, r.stdout) == (0, b"")
+    assert not (Path(env["CTXLIFED_DATA_DIR"]) / "spool.jsonl").exists()
+
+
+def test_shim_imports_only_what_a_socket_client_needs() -> None:
+    """The shim's import set, run as Claude Code runs it (-I -S), stays minimal."""
+    code = (
+        "import sys; before=set(sys.modules); sys.argv=['x']; import runpy;"
+        f" g=runpy.run_path({str(SHIM)!r}, run_name='not_main'); "
+        "print(','.join(sorted(set(sys.modules)-before)))"
+    )
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
+    added = set(r.stdout.strip().split(","))
+    forbidden = {"json", "subprocess", "msgspec", "anyio", "sqlite3", "ctxlifed", "asyncio", "structlog"}
+    assert not (added & forbidden), added & forbidden
