@@ -104,7 +104,7 @@ def test_socket_activation_fd_is_served(short_tmp: Path) -> None:
     env = daemon_env(short_tmp, CTXLIFED_SOCKET=path)
     code = (
         "import os,sys; os.dup2(int(sys.argv[1]), 3); os.environ['LISTEN_FDS']='1';"
-        " os.environ['LISTEN_PID']=str(os.getpid()); from ctxlifed.__main__ import main; sys.exit(main())"
+        " os.environ['LISTEN_PID']=str(os.getpid()); from ctxlifed.__main__ import main; sys.exit(main([]))"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(lsock.fileno())], env=env, pass_fds=(lsock.fileno(),),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

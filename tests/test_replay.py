@@ -59,7 +59,7 @@ def test_chain_all_replay_then_recall(daemon: Any) -> None:
 
     env = dict(daemon.env, _CWD=str(daemon.base / "chain_project"))
     bash_out = next(p for p in payloads if p["hook_event_name"] == "PostToolUse" and p.get("tool_name") == "Bash")
-    word = next(w for w in bash_out["tool_response"]["stdout"].split() if len(w) > 4 and w.isalnum())
+    word = bash_out["tool_response"]["stdout"].split()[-1]
     r = ctl(env, "recall", "--json", word)
     assert r.returncode == 0, r.stderr
     hits = json.loads(r.stdout)["hits"]

@@ -71,8 +71,7 @@ def eventually(cond: Any, timeout: float = 20.0) -> None:
 
 
 def shim_env(base: Path, **extra: str) -> dict[str, str]:
-    env = daemon_env(base, CTXLIFED_HOOK_DEADLINE="0.5", CTXLIFED_DAEMON_CMD="/bin/true", **extra)
-    return env
+    return daemon_env(base, **{"CTXLIFED_HOOK_DEADLINE": "0.5", "CTXLIFED_DAEMON_CMD": "/bin/true", **extra})
 
 
 @pytest.mark.parametrize("behaviour", ["garbage", "oversized", "silent", "close", "wrong_id", "exit7", "error"])

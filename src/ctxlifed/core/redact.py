@@ -23,12 +23,17 @@ Rules:
     neither: everything else (``key``, ``cache_key``, ``eos_token``, ``next_page_token``).
 - A value is redacted only when it looks like a literal secret:
     strong + quoted: any non-empty literal (``"password": "x"``) except references and placeholders
-      (``"$VAR"``, ``"${X}"``, ``"{{ x }}"``, ``"<token>"``, ``"%(pw)s"``, ``"***"``, paths);
+      (``"$VAR"``, ``"${X}"``, ``"{{ x }}"``, ``"<token>"``, ``"%(pw)s"``, ``"%s:%s"``, ``"***"``, paths,
+      values without any letter or digit, hex colours ``"#ccc"``, bare scheme words ``"Bearer"``, and
+      raw-string literals holding a backslash (regexes));
     strong + bare: a token of >= 8 characters with >= 2 character classes (lower/upper/digit/symbol)
       that is not an identifier without digits, a dotted name, a number, a path, a reference, a
-      function call or a subscript (``password = getpass()``, ``token = request.headers.get(...)``,
-      ``api_key: str``, ``password = os.environ["PW"]`` stay);
+      YAML tag/anchor, a URL, a ``k=v`` pair, a function call or a subscript; trailing ``.,:`` is
+      sentence punctuation, not part of the value. So ``password = getpass()``,
+      ``token = request.headers.get(...)``, ``api_key: str``, ``password = os.environ["PW"]`` stay;
     weak: quoted or bare, >= 16 characters, no whitespace/``:``/``.``, >= 2 of lower/upper/digit.
+  A PEM block needs key material (16+ base64 characters) — a header-only constant is not a key;
+  ``.netrc`` needs ``machine <host>|default`` … ``login <u>`` … ``password <p>``.
   Only the value is replaced; the name, separator and quotes are kept.
 - Idempotent: a replacement never matches any family, and values holding ``[REDACTED:`` or
   ``[PRIVATE]`` are left alone, so ``redact(redact(x)[0]) == redact(x)``.
@@ -109,6 +114,8 @@ _PEM = re.compile(
     r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
 )
 
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/]{16}")  # a block without key material is just a marker
+
 # ---- AWS secret access key in an assignment (lower-cased copy) -------------------------------
 _Q = r"(?:\\?[\"'])?"  # an optional (JSON-escaped) quote
 _AWS_SECRET = re.compile(
@@ -129,10 +136,10 @@ _AUTH_HDR = re.compile(
     + r"[ \t]*[:=][ \t]*"
     + _Q
     + r"[ \t]*(?:(bearer|basic|token|bot|digest|negotiate)[ \t]+)?"
-    r"([a-z0-9\-._~+/]{8,}=*)(?![a-z0-9\-._~+/=])"
+    r"([a-z0-9\-._~+/]{8,}=*)(?![a-z0-9\-._~+/=\[])"
 )
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest|negotiate)[ \t]")
-_BEARER = re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+([a-z0-9\-._~+/]{16,}=*)(?![a-z0-9\-._~+/=])")
+_BEARER = re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+([a-z0-9\-._~+/]{16,}=*)(?![a-z0-9\-._~+/=\[])")
 
 # ---- secret-named assignments (lower-cased copy) -------------------------------------------------
 _END = r"(?:[\s\"'`,;()\[\]{}<>\\]|\Z)"  # what ends a bare value
@@ -145,8 +152,11 @@ _ASSIGN = re.compile(
     r"|[ \t]*(?:=>|:=|[:=](?!=))"
     r")[ \t]*"
     r"(?:"
-    r"\\\"(?P<ev>(?:[^\\\n]|\\[^\"\n]){0,4096}?)\\\""  # JSON-escaped "…"
-    r"|[rbu]{0,2}(?P<q>[\"'])(?P<qv>(?:(?!(?P=q))[^\\\n]|\\.){0,4096})(?P=q)"
+    r"\\\"(?P<ev>[^\\\n]*+(?:\\[^\"\n][^\\\n]*+)*+)\\\""  # JSON-escaped "…"
+    r"|(?P<pfx>[rbu]{0,2})(?:"
+    r"\"(?P<qv>[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+)\""  # "…" (unrolled, possessive: linear time)
+    r"|'(?P<qv1>[^'\\\n]*+(?:\\.[^'\\\n]*+)*+)'"  # '…'
+    r")"
     # bare: >= 8 chars; not a call/subscript, not a plain or dotted identifier without digits
     r"|(?![a-z_]++" + _END + r")(?![a-z_$][\w$]*+(?:\.[a-z_$][\w$]*+)++" + _END + r")"
     r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{8,}+)(?![(\[])"
@@ -156,13 +166,12 @@ _XML = re.compile(
     r"<([a-z0-9_.:\-]{0,60}?(?:passw(?:or)?d|passphrase|secret|token|api[_\-]?key|credentials?))>"
     r"([^<\n]{1,512})</\1>"
 )  # <password>…</password> (maven settings.xml and the like)
-_NETRC = re.compile(r"login\s+\S+\s+password\s+([^\s\"'<>]+)")  # .netrc: machine h login u password p
+_NETRC = re.compile(r"(?:machine[ \t]+\S+|default)\s+login[ \t]+\S+\s+password[ \t]+([^\s\"'<>]+)")  # .netrc
 _KEY_NAME = re.compile(
     r"(pass(?:w(?:or)?d|phrase|code)?|pwd|secret|token|credentials?|authorization|cookie|key)[\"']?\Z",
     re.I,
 )
 
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
 _PASS_PREFIXES = frozenset(
     "db database user admin root smtp mail email ftp sftp ssh redis mysql postgres pg psql mongo "
     "ldap proxy app api login http basic sudo vnc wifi keystore store ssl tls bind".split()
@@ -190,6 +199,12 @@ _NUMBER = re.compile(r"[+-]?[0-9][0-9_.,eE+-]*\Z")
 _LAST_WORD = re.compile(r"([A-Z]?[a-z]+|[A-Z]+|[0-9]+)\Z")
 _ENV_REF = re.compile(r"\$(?:\{|\(|[A-Za-z_])")
 _DRIVE = re.compile(r"[A-Za-z]:\\")
+_PLACEHOLDER = re.compile(r"%[-#0-9.]*[sdrifx]|\{[^{}]*\}")
+_ALNUM = re.compile(r"[^\W_]")
+_CLASS_RES = (re.compile("[a-z]"), re.compile("[A-Z]"), re.compile("[0-9]"), re.compile("[^A-Za-z0-9]"))
+_NON_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
+_HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{3,8}\Z")
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "oauth", "negotiate"})
 _PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased copy
 _WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
 _ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
@@ -204,38 +219,38 @@ def _lower(text: str) -> str:
 
 
 def _classes(v: str) -> int:
-    lower = upper = digit = other = False
-    for ch in v:
-        if "a" <= ch <= "z":
-            lower = True
-        elif "A" <= ch <= "Z":
-            upper = True
-        elif "0" <= ch <= "9":
-            digit = True
-        else:
-            other = True
-    return lower + upper + digit + other
+    """How many of lower / upper / digit / other characters ``v`` holds (0-4)."""
+    return sum(1 for r in _CLASS_RES if r.search(v))
 
 
 def _is_reference(v: str) -> bool:
     """References and placeholders that name a secret without being one (quoted or bare)."""
     s = v.strip()
-    if not s or _MARK in s or _PRIVATE in s:
+    if not s:
         return True
-    if _ENV_REF.match(s) or "{{" in s or "${" in s or "%(" in s or s in ("%s", "%r"):
+    c0 = s[0]
+    if "[" in s and (_MARK in s or _PRIVATE in s):
         return True
-    if (s[0] == "<" and s[-1] == ">") or (s[0] == "{" and s[-1] == "}"):
+    if (c0 == "$" and _ENV_REF.match(s)) or "{{" in s or "${" in s or "%(" in s:
         return True
-    if len(s) >= 3 and len(set(s)) == 1:  # "***", "xxxxxxxx", "........"
+    if (c0 == "<" and s[-1] == ">") or (c0 == "{" and s[-1] == "}"):
         return True
-    return s.startswith(("/", "~/", "./", "../")) or bool(_DRIVE.match(s))
+    if len(s) >= 3 and s.count(c0) == len(s):  # "***", "xxxxxxxx", "........"
+        return True
+    if not _ALNUM.search(_PLACEHOLDER.sub("", s) if ("%" in s or "{" in s) else s):
+        return True  # "'", "%s:%s", "{user}:{pw}", "-"
+    if (c0 == "#" and _HEX_COLOUR.match(s)) or s.lower() in _SCHEMES:
+        return True  # Token: "#cccccc" (Pygments styles); default_token="Bearer"
+    if c0 in "/~." and s.startswith(("/", "~/", "./", "../")):
+        return True
+    return len(s) > 2 and s[1] == ":" and bool(_DRIVE.match(s))
 
 
 def _looks_secret_bare(v: str) -> bool:
     """A bare (unquoted) value that looks like a literal secret rather than code or prose."""
     if len(v) < 8 or _is_reference(v) or v.lower() in _WORDS:
         return False
-    if v[0] in "$%@&*!|>#" or "://" in v or "=" in v.rstrip("="):
+    if v[0] in "$%@&*!|>#:" or "://" in v or "=" in v.rstrip("="):
         return False  # YAML tags/anchors/blocks, URLs, key=value pairs
     if _IDENT.match(v) and not any(c.isdigit() for c in v):
         return False  # an identifier or type name: getpass, Optional, SECRET_FROM_ENV
@@ -312,9 +327,59 @@ def is_secret_key(name: object) -> bool:
 
 
 def redact(text: str) -> tuple[str, int]:
-    """Return ``(text with secrets replaced, number of replacements)``. See the module rules."""
+    """Return ``(text with secrets replaced, number of replacements)``. See the module rules.
+
+    Redaction must be idempotent, and a replacement can, rarely, turn its neighbourhood into a new
+    match. So after the first pass, the lines that hold a replacement marker are passed through the
+    pipeline again until nothing changes (at most ``_MAX_ROUNDS`` passes in all). Only those lines
+    can change: markers hold no trigger, and the families that span lines (PEM, <private>, .netrc)
+    cannot be created by a marker.
+    """
     if not isinstance(text, str) or not text:
         return text, 0
+    text, total = _redact_once(text)
+    rounds = 1
+    n = total
+    while n and rounds < _MAX_ROUNDS:
+        text, n = _recheck_marked_lines(text)
+        total += n
+        rounds += 1
+    return text, total
+
+
+_MAX_ROUNDS = 4
+_MARKER_RE = re.compile(r"REDACTED:|\[PRIVATE\]")
+
+
+def _recheck_marked_lines(text: str) -> tuple[str, int]:
+    """Run the pipeline again on every line that holds a marker (merged line ranges)."""
+    ranges: list[tuple[int, int]] = []
+    pos = 0
+    for m in _MARKER_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        ranges.append((start, end))
+        pos = end
+    if not ranges:
+        return text, 0
+    # one pipeline run over all marked lines, joined by a separator no family can cross
+    joined, total = _redact_once(_LINE_SEP.join(text[a:b] for a, b in ranges))
+    if not total:
+        return text, 0
+    parts = joined.split(_LINE_SEP)
+    if len(parts) != len(ranges):  # cannot happen; stay correct anyway, line by line
+        parts = [_redact_once(text[a:b])[0] for a, b in ranges]
+    spans = [(a, b, new) for (a, b), new in zip(ranges, parts) if new != text[a:b]]
+    return _splice(text, spans)[0], total
+
+
+_LINE_SEP = "\n\x00\n"
+
+
+def _redact_once(text: str) -> tuple[str, int]:
     count = 0
     low = _lower(text)
 
@@ -326,8 +391,9 @@ def redact(text: str) -> tuple[str, int]:
 
     # 2. PEM private-key blocks
     if "PRIVATE KEY" in text:
-        text, n = _PEM.subn("[REDACTED:private_key]", text)
-        if n:
+        spans = [(m.start(), m.end(), "[REDACTED:private_key]") for m in _PEM.finditer(text) if _PEM_BODY.search(m.group())]
+        if spans:
+            text, n = _splice(text, spans)
             count += n
             low = _lower(text)
 
@@ -377,23 +443,26 @@ def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
     for m in _ASSIGN.finditer(low):
         kw_start = m.start(1)
-        i, stop = kw_start, max(0, kw_start - 80)
-        while i > stop and text[i - 1] in _NAME_CHARS:
-            i -= 1
+        stop = max(0, kw_start - 80)
+        nn = _NON_NAME.search(text[stop:kw_start][::-1])  # nearest non-name character before the kw
+        i = kw_start - nn.start() if nn else stop
         name = text[i : m.end(1)]
         strength = _name_strength(name, kw_start - i)
         if not strength:
             continue
         if m.group("bv") is not None:
             s, e = m.span("bv")
-            val = text[s:e]
+            val = text[s:e].rstrip(".,:")  # "…the token: REQUIRED." ends a sentence
+            e = s + len(val)
             ok = _looks_secret_weak(val) if strength == 1 else _looks_secret_bare(val)
         else:
-            grp = "qv" if m.group("qv") is not None else "ev"
+            grp = "qv" if m.group("qv") is not None else "qv1" if m.group("qv1") is not None else "ev"
             s, e = m.span(grp)
             val = text[s:e]
             if kw_start - i == 0 and name.lower() == "authorization" and _SCHEME.match(val):
                 continue  # "Authorization": "Bearer …" is the header family's job (keeps its type)
+            if "r" in (m.group("pfx") or "") and "\\" in val:
+                continue  # a raw-string literal with a backslash is a regex, not a secret
             ok = _looks_secret_weak(val) if strength == 1 else not _is_reference(val)
         if ok:
             typ = "password" if name[kw_start - i :].lower().startswith(("pass", "pwd")) else "secret"
@@ -406,7 +475,7 @@ def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
             if kw and _name_strength(name, kw.start(1)) == 2 and not _is_reference(val):
                 typ = "password" if "pass" in name.lower() else "secret"
                 out.append((m.start(2), m.end(2), f"[REDACTED:{typ}]"))
-    if "login" in low:
+    if "login" in low and ("machine" in low or "default" in low):
         for m in _NETRC.finditer(low):
             if not _is_reference(text[m.start(1) : m.end(1)]):
                 out.append((m.start(1), m.end(1), "[REDACTED:password]"))

@@ -6,7 +6,7 @@ Rules:
 - Evolving the schema: add optional fields with defaults; never rename or retype a field; bump
   ``PROTOCOL_VERSION`` (ctxlifed/__init__.py) only for incompatible changes. ``hello`` lets a
   client detect skew and say so clearly.
-- Results are plain Structs encoded by msgspec; ``omit_defaults`` keeps replies small.
+- Results are plain Structs encoded by msgspec; every field is always present on the wire.
 - Decoders are built once, at import.
 """
 
@@ -23,7 +23,7 @@ class _P(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
-class _R(msgspec.Struct, kw_only=True, omit_defaults=True):
+class _R(msgspec.Struct, kw_only=True):
     pass
 
 

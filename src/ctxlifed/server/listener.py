@@ -164,7 +164,7 @@ class Server:
         self._idle = anyio.Event() if self.in_flight == 1 else self._idle
         try:
             try:
-                result = await self.dispatch(call.method, call.params)
+                result = await self.dispatch(call.method, call.params, call.id)
                 reply = P.encode_result(call.id, result)
             except E.RpcError as exc:
                 outcome = exc.name

@@ -32,7 +32,7 @@ from ..core import budget as B
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
-from ..core.model import PHASES, Element, Kind, Level, estimate_tokens
+from ..core.model import Element, Kind, Level, estimate_tokens
 from ..core.paths import validate_session_id
 from ..core.recall_query import RecallQueryError, parse_recall
 from ..core.redact import redact_obj
@@ -329,8 +329,7 @@ class Service:
         rows = await self.readers.run(partial(_window_rows, st.session, st.boundary_archive_id))
         if not rows:
             return
-        els = [Element(uid=str(r[0]), kind=Kind(r[1]) if r[1] in Kind._value2member_map_ else Kind.TOOL,
-                       text=r[2], ts=r[3], tool=r[4], file_path=r[5]) for r in rows]
+        els = [_element_from_row(r) for r in rows]
         ranked = classify.rank(els, st.phase.phase, now)
         plan = classify.plan_compression(ranked, level)
         updates = []
@@ -418,7 +417,7 @@ class Service:
     # -- recall --------------------------------------------------------------------------------
     async def recall(self, p: M.RecallParams) -> M.RecallResult:
         if p.id is not None:
-            item = await self.readers.run(partial(queries.get_archive, p.id))
+            item = await self.readers.run(partial(queries.get_archive, aid=p.id))
             if item is None:
                 raise E.NotFound(f"no archived item with id {p.id}")
             md = (f"# #{item['id']} · {item['kind']}" + (f" · {item['phase']}" if item["phase"] else "")
@@ -466,7 +465,8 @@ class Service:
 
     # -- phase / forget ------------------------------------------------------------------------
     async def phase_set(self, p: M.PhaseSetParams) -> M.PhaseSetResult:
-        if p.phase not in PHASES:
+        canonical = PH.parse_phase(p.phase)
+        if canonical is None:
             raise E.InvalidParams(f"unknown phase {p.phase!r}; one of planning, design, implementation, testing, review")
         sid = p.session
         if sid is None:
@@ -482,14 +482,17 @@ class Service:
         async with self._lock(sid):
             st = await self._state(sid, rows[0]["project"] if rows else "", "", now)
             old = st.phase.phase
-            st.phase, switch = PH.set_phase(st.phase, p.phase, now, cause="manual")
+            try:
+                st.phase, switch = PH.set_phase(st.phase, p.phase, now, cause="manual")
+            except ValueError as exc:
+                raise E.InvalidParams(str(exc)) from None
             if switch is not None:
                 n, started = st.phase_index, st.phase_started
                 st.phase_index += 1
                 st.phase_started = now
                 await self.writer.run(partial(_store_switch_and_state, st, switch))
                 self.spawn(self.ledgers.write_phase, st.session, st.project, n, old, started, now, "manual phase switch")
-        return M.PhaseSetResult(session=sid, phase=p.phase, changed=switch is not None)
+        return M.PhaseSetResult(session=sid, phase=st.phase.phase, changed=switch is not None)
 
     async def forget(self, p: M.ForgetParams) -> M.ForgetResult:
         if p.id is None and p.session is None and p.project is None:
@@ -559,6 +562,18 @@ def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     else:
         out.append(f"Working zone at {pct * 100:.0f}%: no action needed")
     return out
+
+
+def _element_from_row(r: tuple) -> Element:
+    """Rebuild an archived element for ranking: kind, text, and what the classifier's rules need."""
+    kind = Kind(r[1]) if r[1] in Kind._value2member_map_ else Kind.TOOL
+    text = r[2]
+    command = text[2:text.find("\n")] if r[4] == "Bash" and text.startswith("$ ") else None
+    is_error = kind is Kind.ERROR or "\n[error]\n" in text[:8192]
+    passed = T.test_outcome(text, is_error) if kind is Kind.TEST_RESULT else None
+    return Element(uid=str(r[0]), kind=kind, text=text, ts=r[3], tool=r[4], file_path=r[5],
+                   command=command if command is None or "\n" not in command else command.split("\n", 1)[0],
+                   is_error=is_error, passed=passed, tokens=estimate_tokens(text))
 
 
 def _level_name(level: int) -> str:

@@ -57,10 +57,10 @@ class LedgerWriter:
         rel = os.path.join(self.svc.cfg.memory_dir, ledger_relpath(sid, n, phase))
         data = await self.svc.readers.run(partial(_ledger_rows, sid, started, ended))
         ld = R.LedgerData(
-            session=sid, n=n, phase=phase, start=started, end=ended, reason=reason,
-            goal=data["goal"], done=tuple(data["done"]), files=tuple(data["files"]),
-            decisions=tuple(data["decisions"]), tests=tuple(data["tests"]),
-            unresolved=tuple(data["pending"]), l2_ids=tuple(data["ids"]),
+            session_id=sid, number=n, phase=phase, start=started, end=ended, project=project, cause=reason,
+            goal=data["goal"], done=tuple(data["done"]), files_changed=tuple(data["files"]),
+            decisions=tuple(data["decisions"]), test_results=tuple(data["tests"]),
+            unresolved=tuple(data["pending"]), l2_refs=tuple(data["ids"]),
         )
         text = R.render_phase_ledger(ld)
         async with self.lock:
