@@ -118,7 +118,7 @@ class Daemon:
                     log.exception("spool_ingest_failed")
                 for lst in listeners:
                     tg.start_soon(server.serve_listener, lst, tg)
-                tg.start_soon(self._signal_watch, tg)
+                await tg.start(self._signal_watch)
                 tg.start_soon(self._housekeeping, tg)
                 tg.start_soon(self._watch_files, tg)
                 ready_ms = (time.monotonic() - t0) * 1000
@@ -159,8 +159,9 @@ class Daemon:
         log.info("stopped")
 
     # -- background tasks ------------------------------------------------------------------------
-    async def _signal_watch(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _signal_watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()  # handlers are installed before READY=1 is sent
             async for signum in signals:
                 self._signals += 1
                 if self._signals > 1:

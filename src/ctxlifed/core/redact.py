@@ -206,6 +206,7 @@ _NON_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 _HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{3,8}\Z")
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest", "oauth", "negotiate"})
 _PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased copy
+_PRIVATE_OPEN = re.compile(r"<private>", re.I)  # starts with a literal "<": a fast scan
 _WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
 _ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
 
@@ -381,32 +382,29 @@ _LINE_SEP = "\n\x00\n"
 
 def _redact_once(text: str) -> tuple[str, int]:
     count = 0
-    low = _lower(text)
 
     # 1. <private> spans (found on the lower-cased copy, applied to the original by offsets)
-    if "<private" in low:
+    if _PRIVATE_OPEN.search(text):
+        low = _lower(text)
         text, n = _splice(text, [(m.start(), m.end(), _PRIVATE) for m in _PRIVATE_RE.finditer(low)])
         count += n
-        low = _lower(text)
 
     # 2. PEM private-key blocks
     if "PRIVATE KEY" in text:
-        spans = [(m.start(), m.end(), "[REDACTED:private_key]") for m in _PEM.finditer(text) if _PEM_BODY.search(m.group())]
+        spans = [
+            (m.start(), m.end(), "[REDACTED:private_key]") for m in _PEM.finditer(text) if _PEM_BODY.search(m.group())
+        ]
         if spans:
             text, n = _splice(text, spans)
             count += n
-            low = _lower(text)
 
     # 3. vendor tokens
-    vendor = 0
     for typ, pat, triggers in _VENDOR:
         if any(t in text for t in triggers):
             text, n = pat.subn(f"[REDACTED:{typ}]", text)
-            vendor += n
-    if vendor:
-        count += vendor
-        low = _lower(text)
+            count += n
 
+    low = _lower(text)  # once per pass, for the case-insensitive families below
     # 4.-7. families found on the lower-cased copy; spans are collected, then spliced once
     spans3: list[tuple[int, int, str]] = []
     if "secret" in low and ("aws" in low or "access" in low):
