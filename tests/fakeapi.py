@@ -185,7 +185,8 @@ class FakeAnthropic:
                 return self._sub - 1, self.sub_turns[self._sub - 1]
             return None, {"text": self.sub_default_text}
 
-    def usage(self, body: dict[str, Any], blocks: list[dict[str, Any]], kind: str, override: dict[str, Any] | None) -> dict[str, Any]:
+    def usage(self, body: dict[str, Any], blocks: list[dict[str, Any]], kind: str,
+              override: dict[str, Any] | None) -> dict[str, Any]:
         total = _tokens({"s": body.get("system"), "t": body.get("tools"), "m": body.get("messages")})
         out_tok = _tokens([b.get("text") or b.get("input") for b in blocks])
         if kind in ("main", "subagent"):

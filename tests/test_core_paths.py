@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,7 +138,8 @@ def test_encode_project_dir(cwd: str, expected: str) -> None:
 
 def test_encode_matches_real_fixture_folders() -> None:
     """The folder names in ../shared fixtures follow the same rule (checked when present)."""
-    root = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code" / "runs"
+    default = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+    root = Path(os.environ.get("CTXLIFED_FIXTURES", default)) / "runs"
     if not root.is_dir():
         pytest.skip("../shared fixtures not present")
     names = sorted({p.name for p in root.glob("*/transcripts/*") if p.is_dir()})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 import string
 import time
@@ -213,6 +214,7 @@ def test_generated_shas_uuids_and_base64_are_untouched() -> None:
         ("<password>p4ss!</password>", "<password>[REDACTED:password]</password>"),
         ("machine h login me password pw123456", "machine h login me password [REDACTED:password]"),
         ("AWS_SECRET_KEY_ID_NAME = x", "AWS_SECRET_KEY_ID_NAME = x"),
+        ("İ password: 'x' İ", "İ password: '[REDACTED:password]' İ"),  # İ lower-cases to 2 chars
         ("", ""),
     ],
 )
@@ -281,6 +283,7 @@ def test_redact_idempotent_and_total_on_random_mixtures(parts: list[str]) -> Non
         ({"password": ""}, {"password": ""}, 0),
         ({"password": None, "token": 5}, {"password": None, "token": 5}, 0),
         ({"token": "[REDACTED:github]"}, {"token": "[REDACTED:github]"}, 0),
+        ({"x-api-key": "<redacted>", "password": "${PW}"}, {"x-api-key": "<redacted>", "password": "${PW}"}, 0),
         ({"max_tokens": "4096", "token_type": "bearer"}, {"max_tokens": "4096", "token_type": "bearer"}, 0),
         ({"pass": "yes", "key": "name"}, {"pass": "yes", "key": "name"}, 0),
         ({"ORDER_KEY": "id"}, {"ORDER_KEY": "id"}, 0),
@@ -341,16 +344,27 @@ def test_slack_webhook_keeps_host() -> None:
     )[0]
 
 
-SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+SHARED_FIXTURES = Path(
+    os.environ.get("CTXLIFED_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code")
+)
 
 
 @pytest.mark.skipif(not SHARED_FIXTURES.is_dir(), reason="../shared fixtures not present")
 def test_real_claude_code_fixtures_have_no_false_positive() -> None:
-    """Real Claude Code transcripts and hook payloads (../shared/fixtures) contain no secret: 0 redactions."""
-    hits = {}
+    """Real Claude Code transcripts, hook payloads and API requests (../shared fixtures) contain no
+    secret: 0 redactions, as text and as decoded JSON objects."""
+    hits: dict[str, int] = {}
     for path in sorted(SHARED_FIXTURES.rglob("*")):
-        if path.is_file() and path.suffix in (".jsonl", ".json", ".txt"):
-            n = redact(path.read_text(encoding="utf-8", errors="replace"))[1]
-            if n:
-                hits[str(path.relative_to(SHARED_FIXTURES))] = n
+        if not (path.is_file() and path.suffix in (".jsonl", ".json", ".txt")):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        n = redact(text)[1]
+        docs = [text] if path.suffix == ".json" else text.splitlines() if path.suffix == ".jsonl" else []
+        for doc in docs:
+            try:
+                n += redact_obj(json.loads(doc))[1]
+            except ValueError:
+                pass
+        if n:
+            hits[str(path.relative_to(SHARED_FIXTURES))] = n
     assert {} == hits

@@ -29,7 +29,7 @@ from ctxlifed.core.render import (
 NOW = 1746100000.0  # 2025-05-01T11:46:40Z
 H = 3600.0
 RECALL_LINE = (
-    "Recall from the local archive: ctxlifectl recall <words> | phase:<p> | type:<t> | decisions | timeline;"
+    "The local archive is searchable: ctxlifectl recall <words> | phase:<p> | type:<t> | decisions | timeline;"
     " full text: ctxlifectl recall --id <id>."
 )
 
@@ -230,7 +230,10 @@ def test_session_start_lists_are_bounded_by_count() -> None:
 
 def test_session_start_is_factual_not_imperative() -> None:
     """No line of the context starts with an imperative or addresses the model."""
-    imperative = ("use ", "run ", "remember", "always", "never", "do ", "please", "you ", "ignore", "must", "important")
+    imperative = (
+        "use ", "run ", "recall ", "remember", "always", "never", "do ", "please", "you ", "ignore", "must",
+        "important", "keep ", "call ", "check ",
+    )
     offenders = []
     for source in ("startup", "resume", "compact", "clear"):
         for line in render_session_start(make_data(source), now=NOW).splitlines():
@@ -373,6 +376,27 @@ def test_render_timeline() -> None:
     assert expected == render_timeline(spans, NOW)
 
 
+def test_render_timeline_spans_without_end() -> None:
+    """Spans stored without an end end where the next starts; only the last one is current."""
+    spans = (PhaseSpan("planning", NOW - 3 * H), PhaseSpan("design", NOW - 2 * H), PhaseSpan("implementation", NOW - H))
+    expected = "\n".join(
+        [
+            "Phase timeline (3 phases):",
+            "1. planning: 2025-05-01T08:46Z–09:46Z (1h 00m)",
+            "2. design: 2025-05-01T09:46Z–10:46Z (1h 00m)",
+            "3. implementation (current): 2025-05-01T10:46Z–now (1h 00m)",
+        ]
+    )
+    assert expected == render_timeline(spans, NOW)
+
+
+def test_session_start_timeline_spans_without_end() -> None:
+    """The inline timeline of SessionStart applies the same rule."""
+    spans = (PhaseSpan("planning", NOW - 3 * H), PhaseSpan("design", NOW - 2 * H))
+    out = render_session_start(SessionStartData(source="startup", project="p", timeline=spans), now=NOW)
+    assert "Phase timeline: planning 2025-05-01T08:46Z–09:46Z → design 2025-05-01T09:46Z–now." in out
+
+
 def test_render_timeline_empty_and_bounded() -> None:
     """An empty timeline says so; a long one keeps the newest spans and counts the rest."""
     spans = tuple(PhaseSpan("design", NOW - i * H, NOW - i * H + 60, "c" * 100) for i in range(500, 0, -1))
@@ -499,12 +523,21 @@ def test_render_phase_ledger_bounds_lists() -> None:
     [
         (
             (NOW, "5eb8d0b8", "design", "Use FTS5\ntrigram", 12),
-            "- 2025-05-01T11:46Z · design · session `5eb8d0b8` · L2 #12 — Use FTS5 trigram",
+            "- 2025-05-01T11:46Z · design · session `5eb8d0b8` · L2 #12 — Use FTS5 trigram\n",
         ),
-        ((NOW, "s", None, "x", None), "- 2025-05-01T11:46Z · session `s` — x"),
-        ((float("nan"), "s", None, "", None), "- ? · session `s` — (empty)"),
+        ((NOW, "s", None, "x", None), "- 2025-05-01T11:46Z · session `s` — x\n"),
+        ((NOW, "s", "", "x", 3), "- 2025-05-01T11:46Z · session `s` · L2 #3 — x\n"),
+        ((float("nan"), "s", None, "", None), "- ? · session `s` — (empty)\n"),
     ],
 )
 def test_render_decision_entry(args: tuple, expected: str) -> None:
-    """A decision entry is one Markdown list line with time, phase, session, L2 id and text."""
+    """A decision entry is one Markdown list line (newline-terminated) with time, phase, session, L2 id, text."""
     assert expected == render_decision_entry(*args)
+
+
+def test_decision_entries_concatenate_into_a_list() -> None:
+    """Entries joined with "" form one list item per line."""
+    joined = "".join(render_decision_entry(NOW, "s", "design", t, None) for t in ("a", "b\nc"))
+    assert ["- 2025-05-01T11:46Z · design · session `s` — a", "- 2025-05-01T11:46Z · design · session `s` — b c"] == (
+        joined.splitlines()
+    )

@@ -112,6 +112,8 @@ def test_plugin_counts_as_installed(world: Path, capsys: pytest.CaptureFixture[s
     _code, lines = doctor(capsys)
     assert any(ln.startswith("ok    hooks") and "plugin enabled" in ln for ln in lines)
     assert not any(ln.startswith("FAIL  hooks") for ln in lines)
+    # Plugin hooks run the system python3: it cannot start the daemon, so a service is advised.
+    assert any(ln.startswith("warn  service") and ln.endswith("fix: ctxlifectl service install") for ln in lines)
 
 
 def test_runtime_dir_permissions(world: Path, capsys: pytest.CaptureFixture[str]) -> None:

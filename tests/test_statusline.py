@@ -50,7 +50,8 @@ class FakeDaemon:
                 buf += chunk
             req = json.loads(buf.split(b"\n")[0])
             self.calls.append((req["method"], req["params"]))
-            c.sendall(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": self.answer(req["method"], req["params"])}).encode() + b"\n")
+            res = self.answer(req["method"], req["params"])
+            c.sendall(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": res}).encode() + b"\n")
             c.close()
 
     def close(self) -> None:
@@ -129,9 +130,9 @@ def _run(argv: list[str], sock: str, stdin: str) -> tuple[subprocess.CompletedPr
 
 def test_the_installed_command_runs_fast_without_heavy_imports(fake: FakeDaemon, sock_path: str) -> None:
     # The exact command `ctxlifectl install --statusline` writes.
-    from ctxlifed.cli.install import statusline_entry
-
     import shlex
+
+    from ctxlifed.cli.install import statusline_entry
 
     argv = shlex.split(statusline_entry(os.path.abspath(sys.executable))["command"])
     r, dt = _run(argv, sock_path, json.dumps(STATUS_JSON))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from .ccenv import ClaudeEnv, no_hook_errors
 
 pytestmark = pytest.mark.e2e
@@ -226,9 +227,6 @@ def test_daemon_sigstopped_session_completes_and_events_are_ingested(cc: ClaudeE
     assert stored(cc, sid) >= expected
 
 
-@pytest.mark.xfail(strict=True, reason="daemon bug: server/listener.py calls self.dispatch(call.method, call.params) "
-                   "without call.id, so live hook events are stored with rid NULL and the spooled copy of a request "
-                   "the daemon also answered late is stored a second time")
 def test_daemon_sigstopped_events_are_stored_exactly_once(cc: ClaudeEnv) -> None:
     sid, expected = _sigstopped(cc)
     assert stored(cc, sid) == expected, cc.stored_events(sid)
@@ -284,8 +282,6 @@ def test_plugin_dir_hooks_and_recall_command(cc_bare: ClaudeEnv) -> None:
     assert BASH_MARK in req.text()
 
 
-@pytest.mark.xfail(strict=True, reason="daemon bug: service/app.py recall(id) calls partial(queries.get_archive, p.id), "
-                   "which passes the id as the connection -> internal_error")
 def test_recall_id_prints_an_archived_item(cc: ClaudeEnv) -> None:
     run = cc.run("Write the parser and check it", TOOLS_SCRIPT)
     ok(run)

@@ -105,9 +105,9 @@ def check_runtime_dir(sock: str) -> list[Finding]:
 
 
 def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[Finding]:
-    start = "systemctl --user start ctxlifed.socket" if service_installed and service_kind == "systemd" else "ctxlifectl daemon start"
-    restart = ("systemctl --user restart ctxlifed.service" if service_installed and service_kind == "systemd"
-               else "ctxlifectl daemon stop && ctxlifectl daemon start")
+    systemd = service_installed and service_kind == "systemd"
+    start = "systemctl --user start ctxlifed.socket" if systemd else "ctxlifectl daemon start"
+    restart = "systemctl --user restart ctxlifed.service" if systemd else "ctxlifectl daemon stop && ctxlifectl daemon start"
     try:
         r = call(sock, "hello", {"client": "ctxlifectl", "version": __version__, "protocol": PROTOCOL_VERSION}, timeout=3.0)
     except DaemonUnavailable as exc:
@@ -165,7 +165,11 @@ def check_hooks(project_dir: str | None = None) -> list[Finding]:
                                f"remove disableAllHooks from {path}"))
         if _plugin_enabled(data):
             found_any = True
-            out.append(Finding("ok", "hooks", f"ctxlifed plugin enabled in {path}"))
+            if shutil.which("python3") is None:
+                out.append(Finding("FAIL", "hooks", f"the ctxlifed plugin is enabled in {path} but its hooks run"
+                                   " `python3`, which is not on PATH", "ctxlifectl install (hooks with an absolute interpreter)"))
+            else:
+                out.append(Finding("ok", "hooks", f"ctxlifed plugin enabled in {path}"))
         mine = I.installed_handlers(data)
         if not mine:
             continue
@@ -175,7 +179,8 @@ def check_hooks(project_dir: str | None = None) -> list[Finding]:
         for ev, hs in mine.items():
             for h in hs:
                 py = h.get("command")
-                args = h.get("args") if isinstance(h.get("args"), list) else []
+                raw_args = h.get("args")
+                args: list[Any] = raw_args if isinstance(raw_args, list) else []
                 shim = next((a for a in args if isinstance(a, str) and a.endswith(I.SHIM_NAME)), None)
                 if not _exe_ok(py):
                     bad.append(f"{ev}: interpreter {py!r} is missing or not executable")
@@ -195,6 +200,19 @@ def check_hooks(project_dir: str | None = None) -> list[Finding]:
         out.append(Finding("FAIL", "hooks", "ctxlifed's hooks are not installed in any Claude Code settings file",
                            "ctxlifectl install"))
     return out
+
+
+def install_kinds(project_dir: str | None = None) -> tuple[bool, bool]:
+    """(plugin enabled somewhere, ctxlifed's own hooks in some settings file)."""
+    plugin = settings_hooks = False
+    for _scope, path in I.all_settings_paths(project_dir):
+        try:
+            _text, data = I.read_settings(path)
+        except I.SettingsError:
+            continue
+        plugin = plugin or _plugin_enabled(data)
+        settings_hooks = settings_hooks or bool(I.installed_handlers(data))
+    return plugin, settings_hooks
 
 
 def check_service(sock: str, kind: str) -> tuple[list[Finding], bool]:
@@ -222,7 +240,7 @@ def check_disk(min_free_mb: int = DEFAULT_MIN_FREE_MB) -> list[Finding]:
     size = sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
     if free_mb < min_free_mb:
         return [Finding("FAIL", "disk", f"only {free_mb} MiB free for {d} (the daemon stops storing below {min_free_mb} MiB)",
-                        f"free space on that disk, or drop old data: ctxlifectl forget --project <dir>")]
+                        "free space on that disk, or drop old data: ctxlifectl forget --project <dir>")]
     out = [Finding("ok", "disk", f"{free_mb:,} MiB free for {d}; store {size / (1 << 20):.1f} MiB")]
     spool = os.path.join(d, P.SPOOL_NAME)
     try:
@@ -246,6 +264,13 @@ def run_checks(sock: str, project_dir: str | None = None, platform: str | None =
     out += check_config()
     out += check_hooks(project_dir)
     out += svc
+    plugin, settings_hooks = install_kinds(project_dir)
+    if plugin and settings_hooks:
+        out.append(Finding("warn", "hooks", "both the ctxlifed plugin and `ctxlifectl install` hooks are active:"
+                           " every event reaches the daemon twice", "ctxlifectl uninstall (or disable the plugin)"))
+    if plugin and not settings_hooks and not svc_installed:
+        out.append(Finding("warn", "service", "the plugin's hooks run the system python3, which cannot start the daemon"
+                           " on demand: run it as a service", "ctxlifectl service install"))
     out += check_disk()
     return out
 

@@ -78,11 +78,7 @@ class SettingsError(Exception):
 # -- locations -------------------------------------------------------------------------------------
 def shim_path() -> str:
     """Absolute path of the shim inside the installed package (wheel or checkout)."""
-    return os.path.abspath(os.fspath(resources.files("ctxlifed") / "_shim" / SHIM_NAME))  # type: ignore[call-overload]
-
-
-def plugin_dir() -> str:
-    return os.path.abspath(os.fspath(resources.files("ctxlifed") / "_plugin"))  # type: ignore[call-overload]
+    return os.path.abspath(str(resources.files("ctxlifed") / "_shim" / SHIM_NAME))
 
 
 def interpreter() -> str:

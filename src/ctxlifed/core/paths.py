@@ -50,7 +50,12 @@ def validate_session_id(s: str) -> str:
     if not isinstance(s, str):
         raise ValueError(f"invalid session id {_show(s)}: must be a string of 1-128 characters [A-Za-z0-9_-]")
     if not _SID.match(s):
-        why = "empty" if not s else "longer than 128 characters" if len(s) > 128 else "has a character outside [A-Za-z0-9_-]"
+        if not s:
+            why = "empty"
+        elif len(s) > 128:
+            why = "longer than 128 characters"
+        else:
+            why = "has a character outside [A-Za-z0-9_-]"
         raise ValueError(f"invalid session id {_show(s)}: {why}; allowed are 1-128 characters [A-Za-z0-9_-]")
     return s
 

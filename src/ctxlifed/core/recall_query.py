@@ -21,9 +21,10 @@ Rules:
   Filters combine with words (``phase:design auth``, ``type:error timeout``). Repeating a filter with
   the same value is allowed; two different values for one filter raise RecallQueryError.
 - ``fts_match_expression(words, phrases)``: every term becomes one FTS5 string (double-quoted,
-  internal ``"`` doubled, control characters replaced by spaces, lone surrogates by U+FFFD) and terms are joined by spaces
-  (implicit AND). User text can therefore never be parsed as FTS5 syntax (``AND``, ``NEAR``, ``*``,
-  ``^``, ``col:``…). Terms with no letter or digit are dropped; "" means nothing is searchable.
+  internal ``"`` doubled, control characters replaced by spaces, lone surrogates by U+FFFD) and
+  terms are joined by spaces (implicit AND). User text can therefore never be parsed as FTS5
+  syntax (``AND``, ``NEAR``, ``*``, ``^``, ``col:``…). Terms with no letter or digit are dropped;
+  duplicates are dropped; "" means nothing is searchable (the caller must not run MATCH then).
 - ``needs_substring_fallback(term)``: True for a term shorter than 3 characters that contains a CJK
   character — the trigram tokenizer cannot match it, so the store must use a LIKE/instr scan.
 """

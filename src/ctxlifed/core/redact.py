@@ -25,7 +25,7 @@ Rules:
     strong + quoted: any non-empty literal (``"password": "x"``) except references and placeholders
       (``"$VAR"``, ``"${X}"``, ``"{{ x }}"``, ``"<token>"``, ``"%(pw)s"``, ``"%s:%s"``, ``"***"``, paths,
       values without any letter or digit, hex colours ``"#ccc"``, bare scheme words ``"Bearer"``, and
-      raw-string literals holding a backslash (regexes));
+      raw-string literals holding a backslash (regexes), ``"_PrivateTypeName"`` forward references);
     strong + bare: a token of >= 8 characters with >= 2 character classes (lower/upper/digit/symbol)
       that is not an identifier without digits, a dotted name, a number, a path, a reference, a
       YAML tag/anchor, a URL, a ``k=v`` pair, a function call or a subscript; trailing ``.,:`` is
@@ -41,7 +41,8 @@ Rules:
   runs only when one of its trigger substrings is present; the case-insensitive families run on a
   lower-cased copy (same length) rather than with ``re.IGNORECASE``. 10 MB take well under a second.
 - ``redact_obj`` walks dicts/lists/tuples: keys are kept; a non-empty string under a secret-named key
-  is replaced wholesale; every other string goes through ``redact``.
+  is replaced wholesale (unless it is a reference/placeholder); every other string goes through
+  ``redact``.
 """
 
 from __future__ import annotations
@@ -216,7 +217,8 @@ def _lower(text: str) -> str:
     low = text.lower()
     if len(low) == len(text):
         return low
-    return "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in text)
+    # U+0130 (İ) is the only code point whose lower case is two characters long
+    return text.replace("\u0130", "i").lower()
 
 
 def _classes(v: str) -> int:
@@ -461,6 +463,8 @@ def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
                 continue  # "Authorization": "Bearer …" is the header family's job (keeps its type)
             if "r" in (m.group("pfx") or "") and "\\" in val:
                 continue  # a raw-string literal with a backslash is a regex, not a secret
+            if val[:1] == "_" and _IDENT.match(val) and not any("0" <= c <= "9" for c in val):
+                continue  # private_key: "_RSAPrivateKey" is a forward-referenced type name
             ok = _looks_secret_weak(val) if strength == 1 else not _is_reference(val)
         if ok:
             typ = "password" if name[kw_start - i :].lower().startswith(("pass", "pwd")) else "secret"
@@ -502,8 +506,9 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
 
     Keys are kept. A non-empty string under a strongly secret-named key (:func:`is_secret_key`:
     password, token, secret, api_key, authorization, cookie, …) is replaced wholesale; under a weak
-    name (UPPER_CASE ``…_KEY``) only when it looks like a secret; values that already are a
-    redaction marker are left alone. Every other string goes through :func:`redact`. Dicts and lists
+    name (UPPER_CASE ``…_KEY``) only when it looks like a secret. Values that are a reference or a
+    placeholder (``"<redacted>"``, ``"${TOKEN}"``, ``"***"``, a path, a redaction marker) are left
+    alone, as in text. Every other string goes through :func:`redact`. Dicts and lists
     are rebuilt, tuples stay tuples, other values are returned as they are. Nesting deeper than 200
     levels is returned unchanged below that depth.
     """
@@ -521,7 +526,7 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
             out: dict[Any, Any] = {}
             for k, v in o.items():
                 strength = _key_strength(k) if isinstance(v, str) and v.strip() else 0
-                if strength and not _is_marker(v) and (strength == 2 or _looks_secret_weak(v)):
+                if strength and not _is_reference(v) and (strength == 2 or _looks_secret_weak(v)):
                     kwl = str(k).lower()
                     typ = "password" if ("pass" in kwl or "pwd" in kwl) else "secret"
                     out[k] = f"[REDACTED:{typ}]"
@@ -536,8 +541,3 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
         return o
 
     return walk(obj, 0), total
-
-
-def _is_marker(v: str) -> bool:
-    s = v.strip()
-    return s == _PRIVATE or (s.startswith(_MARK) and s.endswith("]") and s.count("[") == 1)

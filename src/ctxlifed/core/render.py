@@ -105,7 +105,7 @@ class PendingItem(msgspec.Struct, frozen=True):
     id: int | None = None
 
 
-class SessionStartData(msgspec.Struct, frozen=True, kw_only=True):
+class SessionStartData(msgspec.Struct, frozen=True):
     """What the SessionStart hook may tell the model. ``source`` is Claude Code's SessionStart
     source: startup, resume, compact or clear."""
 
@@ -339,11 +339,21 @@ def _pending_lines(pending: Sequence[PendingItem], title: str) -> list[str]:
     return out
 
 
+def _ends(spans: Sequence[PhaseSpan]) -> list[float | None]:
+    """Each span's end; a span stored without one ends where the next span starts, so only the
+    last span can be open (the current phase)."""
+    return [
+        s.end if s.end is not None else (spans[i + 1].start if i + 1 < len(spans) else None)
+        for i, s in enumerate(spans)
+    ]
+
+
 def _timeline_inline(spans: Sequence[PhaseSpan]) -> str:
     if not spans:
         return ""
+    ends = _ends(spans)[-TIMELINE_INLINE_SPANS:]
     shown = spans[-TIMELINE_INLINE_SPANS:]
-    parts = [f"{_one_line(s.phase, 40)} {_range(s.start, s.end)}" for s in shown]
+    parts = [f"{_one_line(s.phase, 40)} {_range(s.start, e)}" for s, e in zip(shown, ends)]
     earlier = len(spans) - len(shown)
     prefix = f"(+{earlier} earlier) " if earlier else ""
     return f"Phase timeline: {prefix}{' → '.join(parts)}."
@@ -399,7 +409,7 @@ def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: fl
     '' when there is nothing worth saying. Bounded by ``cap_tokens`` and ``MAX_CHARS``.
     """
     project = _one_line(d.project, 80) or "this project"
-    footer = f"Recall from the local archive: {RECALL_USAGE}; full text: ctxlifectl recall --id <id>."
+    footer = f"The local archive is searchable: {RECALL_USAGE}; full text: ctxlifectl recall --id <id>."
     lines: list[str] = []
     if d.source == "clear":
         if not (d.decisions_count or d.recent_decisions or d.pending or d.lessons_count):
@@ -528,15 +538,16 @@ def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 
 
 def render_timeline(spans: Sequence[PhaseSpan], now: float, *, cap_tokens: int = 1200) -> str:
     """Markdown phase timeline, oldest first, numbered, with duration and cause; when it is too long
-    the oldest spans are left out and the first line says how many."""
+    the oldest spans are left out and the first line says how many. A span without ``end`` ends
+    where the next one starts; only an open last span is "(current)" and runs until ``now``."""
     if not spans:
         return "No phase timeline recorded yet."
     items = []
-    for i, s in enumerate(spans, 1):
-        end = s.end if s.end is not None else now
+    for i, (s, e) in enumerate(zip(spans, _ends(spans)), 1):
+        until = e if e is not None else now
         cause = f" — {_one_line(s.cause, 120)}" if s.cause else ""
-        current = " (current)" if s.end is None else ""
-        items.append(f"{i}. {_one_line(s.phase, 40)}{current}: {_range(s.start, s.end)} ({_dur(end - s.start)}){cause}")
+        current = " (current)" if e is None else ""
+        items.append(f"{i}. {_one_line(s.phase, 40)}{current}: {_range(s.start, e)} ({_dur(until - s.start)}){cause}")
     title = f"Phase timeline ({_plural(len(spans), 'phase')}):"
     reserve = estimate_tokens(title) + 20
     newest_first, _ = _take(items[::-1], cap_tokens - reserve, MAX_CHARS - len(title) - 80)
@@ -565,7 +576,9 @@ def render_decisions(decisions: Sequence[tuple[int, float, str]], cap_tokens: in
 # L3 pages
 
 
-def _bullets(items: Iterable[str], *, fmt: Callable[[str], str] = lambda s: s, empty: str = "_None recorded._") -> list[str]:
+def _bullets(
+    items: Iterable[str], *, fmt: Callable[[str], str] = lambda s: s, empty: str = "_None recorded._"
+) -> list[str]:
     lst = [x for x in (_one_line(i, LEDGER_ITEM_CHARS) for i in items) if x]
     if not lst:
         return [empty]
@@ -618,11 +631,12 @@ def render_phase_ledger(d: LedgerData) -> str:
 
 
 def render_decision_entry(ts: float, session: str, phase: str | None, text: str, l2_id: int | None) -> str:
-    """One Markdown list entry for docs/memory/decisions.md (single line, no trailing newline)."""
+    """One Markdown list entry for docs/memory/decisions.md: a single line ending with a newline, so
+    entries can be concatenated and appended as they are."""
     parts = [_iso(ts)]
     if phase:
         parts.append(_one_line(phase, 40))
     parts.append(f"session {_code(_one_line(session, 128))}")
     if l2_id is not None:
         parts.append(f"L2 #{l2_id}")
-    return f"- {' · '.join(parts)} — {_one_line(text, LEDGER_ITEM_CHARS) or '(empty)'}"
+    return f"- {' · '.join(parts)} — {_one_line(text, LEDGER_ITEM_CHARS) or '(empty)'}\n"

@@ -366,6 +366,8 @@ class Service:
 
     async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
         data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived))
+        if source == "startup" and not (data["switches"] or data["pending"] or data["decisions_count"]):
+            return ""  # a project with no memory yet: say nothing (it would be billed every turn)
         timeline = tuple(R.PhaseSpan(phase=x["to_phase"], start=x["ts"], end=None, cause=x["cause"]) for x in data["switches"])
         budget = self._budget(st)
         d_ = R.SessionStartData(
@@ -594,7 +596,10 @@ def _hit_view(item: dict[str, Any]) -> M.RecallHitView:
 
 # -- writer jobs (run on the writer thread, inside its transaction) ---------------------------
 def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
-    return ops.insert_event(conn, row)
+    eid = ops.insert_event(conn, row)
+    if eid:
+        ops.touch_session(conn, session=row.session, project=row.project, cwd=row.cwd, transcript_path=None, ts=row.ts)
+    return eid
 
 
 def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow, st: SessionState, elements: list[Element],

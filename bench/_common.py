@@ -1,0 +1,379 @@
+"""Shared helpers for the benchmark suite: statistics, a real daemon process, a raw socket client,
+hook payloads, machine facts, result files.
+
+Rules:
+- Figures are distributions (N, p50, p95, p99), never single times; ratios compare numbers taken
+  in the same run, with the variants interleaved so machine noise hits them alike.
+- The daemon under test is a real ``python -m ctxlifed`` process, ready when READY=1 arrives on a
+  NOTIFY_SOCKET we own (no sleeps), exactly like tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"
+CACHE = BENCH / ".cache"
+SHIM = ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
+PY = sys.executable
+FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", ROOT.parent / "shared" / "fixtures" / "claude-code"))
+
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder()
+
+
+# -- statistics ---------------------------------------------------------------------------------
+def pct(values: list[float], p: float) -> float:
+    """Percentile by linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return float("nan")
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    k = (len(xs) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def dist(values: list[float], digits: int = 3) -> dict[str, Any]:
+    """N, p50, p95, p99, min, max of a sample (same unit as the input)."""
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": round(pct(values, 50), digits),
+        "p95": round(pct(values, 95), digits),
+        "p99": round(pct(values, 99), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+    }
+
+
+def target(name: str, value: float, limit: float, *, op: str = "<=", unit: str = "", note: str = "") -> dict[str, Any]:
+    ok = value <= limit if op == "<=" else value >= limit
+    return {"target": name, "value": round(value, 3), "limit": limit, "op": op, "unit": unit,
+            "pass": bool(ok), "note": note}
+
+
+# -- machine ------------------------------------------------------------------------------------
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (0.0, 0.0, 0.0)
+    try:
+        import anyio
+        anyio_v = anyio.__version__ if hasattr(anyio, "__version__") else _dist_version("anyio")
+    except Exception:  # noqa: BLE001
+        anyio_v = "?"
+    return {
+        "nproc": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu": cpu,
+        "ram_gib": round(mem_kb / (1 << 20), 1),
+        "python": platform.python_version(),
+        "python_impl": platform.python_implementation(),
+        "sqlite": sqlite3.sqlite_version,
+        "msgspec": msgspec.__version__,
+        "anyio": anyio_v,
+        "kernel": platform.release(),
+        "loadavg_at_start": [round(x, 2) for x in load],
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import version
+
+    try:
+        return version(name)
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+# -- processes ----------------------------------------------------------------------------------
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def n_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def short_tmp(prefix: str = "clb-") -> Path:
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    os.chmod(d, 0o700)
+    return d
+
+
+def daemon_env(base: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXLIFED_", "NOTIFY_SOCKET", "LISTEN_"))}
+    home = base / "home"
+    home.mkdir(exist_ok=True)
+    env.update(
+        HOME=str(home),
+        XDG_RUNTIME_DIR=str(base / "run"),
+        XDG_DATA_HOME=str(base / "data"),
+        XDG_CONFIG_HOME=str(base / "config"),
+        CTXLIFED_SOCKET=str(base / "run" / "ctxlifed" / "s.sock"),
+        CTXLIFED_DATA_DIR=str(base / "data" / "ctxlifed"),
+        CTXLIFED_CONFIG=str(base / "config" / "ctxlifed" / "config.toml"),
+        CTXLIFED_TRANSCRIPT_ROOTS=str(base),
+        PYTHONUNBUFFERED="1",
+    )
+    (base / "run").mkdir(mode=0o700, exist_ok=True)
+    env.update(extra)
+    return env
+
+
+class Daemon:
+    """A real ``python -m ctxlifed`` process, ready when READY=1 arrived on our NOTIFY_SOCKET."""
+
+    def __init__(self, base: Path, env: dict[str, str] | None = None) -> None:
+        self.base = base
+        self.env = env if env is not None else daemon_env(base)
+        self.socket = self.env["CTXLIFED_SOCKET"]
+        self.data_dir = Path(self.env["CTXLIFED_DATA_DIR"])
+        self.db = str(self.data_dir / "ctxlifed.db")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = base / "daemon.log"
+        self.ready_s = 0.0
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 30.0) -> Daemon:
+        notify_path = str(self.base / f"n{time.monotonic_ns() % 100000}.sock")
+        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        ns.bind(notify_path)
+        ns.settimeout(timeout)
+        env = dict(self.env, NOTIFY_SOCKET=notify_path)
+        logf = open(self.log, "ab")
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen([PY, "-m", "ctxlifed"], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=logf, stderr=logf)
+        logf.close()
+        try:
+            while True:
+                try:
+                    msg = ns.recv(4096).decode()
+                except TimeoutError:
+                    raise RuntimeError(f"daemon not ready in {timeout}s:\n{self.log.read_text()[-3000:]}") from None
+                if "READY=1" in msg:
+                    break
+        finally:
+            ns.close()
+            os.unlink(notify_path)
+        self.ready_s = time.perf_counter() - t0
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def rss_kb(self) -> int:
+        return rss_kb(self.pid)
+
+    def fds(self) -> int:
+        return n_fds(self.pid)
+
+    def __enter__(self) -> Daemon:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# -- a raw client (what the shim does, minus the process start) ----------------------------------
+class RpcError(Exception):
+    pass
+
+
+def frame(method: str, params: Any, rid: str) -> bytes:
+    return b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","method":"' + method.encode() + b'","params":' \
+        + (params if isinstance(params, bytes) else _enc.encode(params)) + b"}\n"
+
+
+def exchange(sock_path: str, data: bytes, timeout: float = 30.0) -> bytes:
+    """One connection, one frame out, one line back (the shim's shape)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(data)
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                raise RpcError("closed without an answer")
+            buf += chunk
+        return buf.split(b"\n", 1)[0]
+    finally:
+        s.close()
+
+
+def call(sock_path: str, method: str, params: Any, rid: str | None = None, timeout: float = 30.0) -> Any:
+    rid = rid or os.urandom(8).hex()
+    msg = _dec.decode(exchange(sock_path, frame(method, params, rid), timeout))
+    if "error" in msg:
+        raise RpcError(str(msg["error"]))
+    return msg["result"]
+
+
+class Conn:
+    """A persistent connection (several requests on one socket)."""
+
+    def __init__(self, sock_path: str, timeout: float = 30.0) -> None:
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(sock_path)
+        self.buf = b""
+
+    def call(self, method: str, params: Any) -> Any:
+        rid = os.urandom(8).hex()
+        self.s.sendall(frame(method, params, rid))
+        while b"\n" not in self.buf:
+            chunk = self.s.recv(1 << 16)
+            if not chunk:
+                raise RpcError("closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        msg = _dec.decode(line)
+        if "error" in msg:
+            raise RpcError(str(msg["error"]))
+        return msg["result"]
+
+    def close(self) -> None:
+        self.s.close()
+
+
+# -- payloads -----------------------------------------------------------------------------------
+def event_samples() -> dict[str, Any]:
+    return json.loads((FIXTURES / "event_samples.json").read_text())
+
+
+def sample(name: str) -> dict[str, Any]:
+    return dict(event_samples()[name]["payload"])
+
+
+def small_transcript() -> Path:
+    """A real, small Claude Code transcript from the fixtures (api_error run, ~26 KB)."""
+    hits = sorted((FIXTURES / "runs" / "api_error" / "transcripts").rglob("*.jsonl"))
+    hits = [h for h in hits if "subagents" not in h.parts]
+    return hits[0]
+
+
+def tool_output(n_bytes: int, seed: int = 7) -> str:
+    """Realistic tool output of about ``n_bytes``: pytest-style lines, log lines, a traceback."""
+    import random
+
+    rng = random.Random(seed)
+    mods = ["store/db.py", "service/app.py", "core/transcript.py", "server/listener.py", "core/redact.py"]
+    lines: list[str] = ["============================= test session starts ==============================",
+                        "platform linux -- Python 3.11.7, pytest-8.3.2, pluggy-1.5.0",
+                        "rootdir: /home/dev/project", "collected 412 items", ""]
+    size = sum(len(x) + 1 for x in lines)
+    i = 0
+    while size < n_bytes:
+        r = rng.random()
+        if r < 0.6:
+            ln = f"tests/test_{rng.choice(['store', 'service', 'shim', 'recall'])}_{i % 37}.py::test_case_{i} PASSED [{i % 100:3d}%]"
+        elif r < 0.85:
+            ln = (f"2024-05-{1 + i % 28:02d}T12:{i % 60:02d}:{(i * 7) % 60:02d}Z INFO {rng.choice(mods)}:{rng.randint(10, 400)}"
+                  f" request method=hook ms={rng.random() * 3:.3f} outcome=ok")
+        else:
+            ln = f'  File "/home/dev/project/src/ctxlifed/{rng.choice(mods)}", line {rng.randint(10, 600)}, in handle_frame'
+        lines.append(ln)
+        size += len(ln) + 1
+        i += 1
+    out = "\n".join(lines)
+    return out[:n_bytes]
+
+
+def post_tool_use(session: str, cwd: str, transcript: str | None, n_bytes: int = 10 * 1024,
+                  tool_use_id: str | None = None, seed: int = 7) -> dict[str, Any]:
+    p = sample("PostToolUse:Bash")
+    p.update(session_id=session, cwd=cwd, hook_event_name="PostToolUse", tool_name="Bash",
+             tool_input={"command": "pytest -q tests", "description": "Run the tests"},
+             tool_response={"stdout": tool_output(n_bytes, seed), "stderr": "", "interrupted": False,
+                            "isImage": False},
+             tool_use_id=tool_use_id or ("toolu_" + os.urandom(12).hex()))
+    p.pop("transcript_path", None)
+    if transcript:
+        p["transcript_path"] = transcript
+    return p
+
+
+def adapt(payload: dict[str, Any], session: str, cwd: str, transcript: str | None) -> dict[str, Any]:
+    p = dict(payload)
+    p.update(session_id=session, cwd=cwd)
+    p.pop("transcript_path", None)
+    if transcript:
+        p["transcript_path"] = transcript
+    return p
+
+
+def new_session() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+# -- results ------------------------------------------------------------------------------------
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def rmtree(p: Path) -> None:
+    shutil.rmtree(p, ignore_errors=True)
