@@ -303,3 +303,13 @@ def test_project_is_git_toplevel(daemon: Any) -> None:
     daemon.call("hook", dict(s.base("UserPromptSubmit", prompt="hi"), cwd=str(sub)))
     assert s.status()["project"] == str(s.project)
 
+
+
+def test_tests_green_after_red_is_a_boundary(daemon: Any) -> None:
+    """A failing test run followed by a passing one during implementation suggests /compact once."""
+    s = Session(daemon, sid="99999999-2222-3333-4444-555555555555")
+    s.prompt("let's implement the parser")
+    s.fail("Bash", {"command": "pytest -q"}, "Exit code 1\nFAILED tests/test_p.py::test_x - AssertionError\n1 failed")
+    out = s.tool("Bash", {"command": "pytest -q"}, {"stdout": "5 passed in 0.2s", "stderr": ""})
+    assert "/compact" in out.get("systemMessage", "")
+    assert "systemMessage" not in s.prompt("thanks")

@@ -43,6 +43,14 @@ Rules:
   directory's last segment.
 - Files: successful Read -> op "read", Write -> "write", Edit/MultiEdit/NotebookEdit -> "edit", and
   ``file`` attachments (files re-read into context, e.g. after compaction) -> "read".
+- Instructions: an ``instructions`` attachment (CLAUDE.md / rules / memory files rendered into the window)
+  -> one :class:`InstructionFile` per file, tokens estimated from ``"Contents of <path>:\n\n<content>"``.
+- Listings: a ``skill_listing`` attachment -> :class:`Listing` (``initial`` = ``isInitial``; tokens from the
+  rendered reminder, else from ``content``).
+- Order across lists: :class:`Marks` record how many entries every list held at a point of the chunk.
+  ``boundary_marks[i]`` is taken when ``boundaries[i]`` is read, ``first_usage_marks`` when the chunk's
+  first usage is read (before that response's own blocks), so a consumer can tell what came before what
+  (timestamps are not monotonic in the file).
 - Token figures other than ``usage`` are :func:`~ctxlifed.core.model.estimate_tokens` estimates.
 """
 
@@ -61,6 +69,9 @@ __all__ = [
     "CompactBoundary",
     "FileTouch",
     "Injected",
+    "InstructionFile",
+    "Listing",
+    "Marks",
     "PendingTool",
     "SkillUse",
     "TranscriptCursor",
@@ -164,6 +175,37 @@ class FileTouch(msgspec.Struct, frozen=True):
     op: Literal["read", "edit", "write"]
 
 
+class InstructionFile(msgspec.Struct, frozen=True):
+    """A CLAUDE.md / rules / memory file rendered into the window by an ``instructions`` attachment."""
+
+    path: str
+    memory_type: str  # the file entry's ``type``: "Project" | "User" | "Local" | "Managed" | ... ("" unknown)
+    tokens: int  # estimate
+    ts: float
+
+
+class Listing(msgspec.Struct, frozen=True):
+    """A resident listing attachment (``skill_listing``): the skills' names and descriptions."""
+
+    kind: str  # the attachment type, "skill_listing"
+    tokens: int  # estimate of the rendered reminder (or of ``content``)
+    ts: float
+    initial: bool = True  # ``isInitial``: a full listing that replaces earlier ones (else an addition)
+    count: int | None = None  # ``skillCount``
+
+
+class Marks(msgspec.Struct, frozen=True, array_like=True):
+    """How many entries each list of a :class:`TranscriptDelta` held at one point of the chunk."""
+
+    elements: int = 0
+    usages: int = 0
+    injected: int = 0
+    skills: int = 0
+    file_reads: int = 0
+    instructions: int = 0
+    listings: int = 0
+
+
 class TranscriptDelta(msgspec.Struct):
     """What one :func:`feed` call found in the newly consumed lines."""
 
@@ -179,6 +221,10 @@ class TranscriptDelta(msgspec.Struct):
     skills: list[SkillUse] = msgspec.field(default_factory=list)
     file_reads: list[FileTouch] = msgspec.field(default_factory=list)
     compacted_last: bool = False  # a compact boundary came after the chunk's last usage
+    instructions: list[InstructionFile] = msgspec.field(default_factory=list)
+    listings: list[Listing] = msgspec.field(default_factory=list)
+    boundary_marks: list[Marks] = msgspec.field(default_factory=list)  # one per boundary, same order
+    first_usage_marks: Marks | None = None  # where the chunk's first usage was read
 
 
 def context_after(delta: TranscriptDelta, previous: int | None) -> int | None:
@@ -257,7 +303,9 @@ class _AttHead(msgspec.Struct):
 _REC_DECODER = msgspec.json.Decoder(_Rec)
 _HEAD_DECODER = msgspec.json.Decoder(_AttHead)
 _ANY_DECODER = msgspec.json.Decoder()
-_WANTED_ATTACHMENTS = frozenset({"hook_additional_context", "hook_success", "file", "model"})
+_WANTED_ATTACHMENTS = frozenset(
+    {"hook_additional_context", "hook_success", "file", "model", "instructions", "skill_listing"}
+)
 
 
 def _raw(raw: msgspec.Raw) -> Any:
@@ -408,6 +456,18 @@ class _State:
             skill_hint=self.skill_hint,
         )
 
+    def marks(self) -> Marks:
+        d = self.delta
+        return Marks(
+            elements=len(d.elements),
+            usages=len(self.chunk_usages),
+            injected=len(d.injected),
+            skills=len(d.skills),
+            file_reads=len(d.file_reads),
+            instructions=len(d.instructions),
+            listings=len(d.listings),
+        )
+
     def finish(self) -> TranscriptDelta:
         d = self.delta
         d.usages = list(self.chunk_usages.values())
@@ -456,6 +516,8 @@ class _State:
             usage = msg.get("usage")
             if msg_id and isinstance(usage, dict):
                 u = _usage_of(msg_id, model, usage, ts)
+                if not self.chunk_usages:
+                    self.delta.first_usage_marks = self.marks()
                 self.delta.last_usage = u
                 self.saw_usage_since_boundary = True
                 self.chunk_usages[msg_id] = u
@@ -637,6 +699,24 @@ class _State:
                 self._set_model(model)
             return
         rendered = _rendered_text(_raw(rec.rendered)) if len(rec.rendered) else ""
+        if kind == "instructions":
+            self._instructions(att, ts)
+            return
+        if kind == "skill_listing":
+            content = att.get("content")
+            if not rendered:
+                rendered = content if isinstance(content, str) else ""
+            count = _int(att.get("skillCount"))
+            self.delta.listings.append(
+                Listing(
+                    kind=kind,
+                    tokens=estimate_tokens(_cap(rendered)),
+                    ts=ts,
+                    initial=att.get("isInitial") is not False,
+                    count=count,
+                )
+            )
+            return
         if kind == "file":
             path = _str(att.get("filename"))
             if path:
@@ -664,8 +744,29 @@ class _State:
             )
         )
 
+    def _instructions(self, att: dict[str, Any], ts: float) -> None:
+        files = att.get("files")
+        if not isinstance(files, list):
+            return
+        for f in files:
+            if not isinstance(f, dict):
+                continue
+            path = _str(f.get("path"))
+            if not path:
+                continue
+            content = _str(f.get("content")) or ""
+            self.delta.instructions.append(
+                InstructionFile(
+                    path=path,
+                    memory_type=_str(f.get("type")) or "",
+                    tokens=estimate_tokens(_cap(f"Contents of {path}:\n\n{content}")),
+                    ts=ts,
+                )
+            )
+
     def _boundary(self, rec: _Rec) -> None:
         meta = rec.compactMetadata if isinstance(rec.compactMetadata, dict) else {}
+        self.delta.boundary_marks.append(self.marks())
         self.delta.boundaries.append(
             CompactBoundary(
                 uuid=_str(rec.uuid) or "",

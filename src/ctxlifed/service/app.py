@@ -210,12 +210,17 @@ class Service:
                 if el.kind in TRANSCRIPT_KINDS:
                     elements.append(el)
 
-        # Files and tests for the ledger.
+        # Files and tests for the ledger; "tests green again" is a task boundary.
+        went_green = False
         for el in elements:
             if el.kind is Kind.CODE_CHANGE and el.file_path:
                 st.note_file(el.file_path)
             if el.kind is Kind.TEST_RESULT and el.command:
                 st.note_test(("PASS " if el.passed else "FAIL " if el.passed is False else "RAN ") + el.command)
+                if el.passed is False:
+                    st.tests_red = True
+                elif el.passed and st.tests_red:
+                    st.tests_red, went_green = False, True
 
         # Facts: decisions, constraints, pending items from prompts and assistant text.
         facts: list[Element] = []
@@ -257,6 +262,10 @@ class Service:
         if event == "SessionEnd":
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "session end")
+        if went_green and switch is None and phase_now in ("implementation", "testing"):
+            self._advise(st, f"green:{now:.0f}",
+                         R.render_compact_advice(phase_now, await self._pending_texts(st),
+                                                 "tests are green again after implementation work: a clean boundary"))
         if crossed and budget is not None:
             await self._compress(st, Level(int(budget.level)), now)
             st.level = int(budget.level)

@@ -40,6 +40,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
     files_touched: list[str] = msgspec.field(default_factory=list)  # this phase, most recent last
     tests: list[str] = msgspec.field(default_factory=list)  # this phase: "PASS cmd" / "FAIL cmd"
+    tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None
 
