@@ -377,3 +377,38 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
 
 def rmtree(p: Path) -> None:
     shutil.rmtree(p, ignore_errors=True)
+
+
+# -- transcript lines (Claude Code's JSONL shape, spec §5) ---------------------------------------
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+
+
+def transcript_turn(i: int, *, session: str, cwd: str, ctx_tokens: int = 30_000, text: str | None = None,
+                    tool_output: str | None = None, model: str = "claude-sonnet-4-5", ts: float | None = None,
+                    tool_use_id: str | None = None, command: str | None = None) -> bytes:
+    """One assistant turn as Claude Code writes it: a text record with usage, and optionally a Bash
+    tool_use plus its tool_result. ``ctx_tokens`` sets the usage figures (the context size)."""
+    ts = ts if ts is not None else 1_750_000_000.0 + i
+    mid = f"msg_{i:024d}"
+    usage = {"input_tokens": 6, "cache_creation_input_tokens": 120, "cache_read_input_tokens": max(0, ctx_tokens - 126),
+             "output_tokens": 80, "service_tier": "standard", "iterations": []}
+    common = {"isSidechain": False, "userType": "external", "entrypoint": "cli", "cwd": cwd, "sessionId": session,
+              "version": "2.1.328", "gitBranch": "main"}
+    out = []
+    msg = {"id": mid, "type": "message", "role": "assistant", "model": model,
+           "content": [{"type": "text", "text": text or f"Step {i}: I checked the store and the writer batches commits."}],
+           "stop_reason": "tool_use" if tool_output is not None else "end_turn", "usage": usage}
+    out.append(dict(common, parentUuid=None, type="assistant", uuid=f"a{i:035d}", timestamp=_iso(ts), message=msg,
+                    requestId=f"req_{i:024d}"))
+    if tool_output is not None:
+        tid = tool_use_id or f"toolu_t{i:022d}"
+        msg2 = dict(msg, content=[{"type": "tool_use", "id": tid, "name": "Bash",
+                                   "input": {"command": command or f"grep -rn step{i} src", "description": "search"}}])
+        out.append(dict(common, parentUuid=f"a{i:035d}", type="assistant", uuid=f"b{i:035d}", timestamp=_iso(ts),
+                        message=msg2, requestId=f"req_{i:024d}"))
+        out.append(dict(common, parentUuid=f"b{i:035d}", type="user", uuid=f"c{i:035d}", timestamp=_iso(ts + 0.5),
+                        message={"role": "user", "content": [{"tool_use_id": tid, "type": "tool_result",
+                                                               "content": tool_output, "is_error": False}]},
+                        toolUseResult={"stdout": tool_output, "stderr": "", "interrupted": False, "isImage": False}))
+    return b"".join(_enc.encode(r) + b"\n" for r in out)

@@ -25,7 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIM = ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
-FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", ROOT.parent / "shared" / "fixtures" / "claude-code"))
+# Real Claude Code 2.1.328 data (copied from ../shared/fixtures/claude-code so a clean clone is self-contained).
+FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", ROOT / "tests" / "fixtures" / "claude-code"))
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_encode_project_dir(cwd: str, expected: str) -> None:
 
 def test_encode_matches_real_fixture_folders() -> None:
     """The folder names in ../shared fixtures follow the same rule (checked when present)."""
-    default = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+    default = Path(__file__).resolve().parent / "fixtures" / "claude-code"
     root = Path(os.environ.get("CTXLIFED_FIXTURES", default)) / "runs"
     if not root.is_dir():
         pytest.skip("../shared fixtures not present")

@@ -345,7 +345,7 @@ def test_slack_webhook_keeps_host() -> None:
 
 
 SHARED_FIXTURES = Path(
-    os.environ.get("CTXLIFED_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code")
+    os.environ.get("CTXLIFED_FIXTURES", Path(__file__).resolve().parent / "fixtures" / "claude-code")
 )
 
 

@@ -26,7 +26,7 @@ from ctxlifed.core.transcript import (
     is_test_command,
 )
 
-RUNS = Path("/work/shared/fixtures/claude-code/runs")
+RUNS = Path(__file__).resolve().parent / "fixtures" / "claude-code" / "runs"
 SRC = Path(__file__).resolve().parents[1] / "src" / "ctxlifed" / "core"
 
 pytestmark = pytest.mark.filterwarnings("error")

@@ -4,10 +4,19 @@ Rules:
 - Thin: bytes in -> ``protocol`` -> ``dispatch`` -> bytes out. No domain logic here.
 - Every connection: peer uid checked (SO_PEERCRED) before a byte is read; a foreign uid is closed
   with no answer. Each frame must arrive within ``request_timeout_s`` of its first byte, and a
-  connection idle for ``idle_timeout_s`` is closed (slowloris-safe). Frames are capped.
-- Over ``max_connections`` a new connection gets one ``busy`` error and is closed.
-- The accept loop survives EMFILE/ENFILE: it logs (rate-limited), backs off, and keeps serving
-  the connections it has.
+  connection idle for ``idle_timeout_s`` is closed (slowloris-safe). Frames are capped. A reply
+  that the peer does not read within ``request_timeout_s`` closes the connection.
+- At ``max_connections`` a new connection makes room by closing the connection that is doing the
+  least: the one whose partial frame has been arriving longest (a slow sender), else the one idle
+  longest. Only when every connection is busy inside a request does the newcomer get one ``busy``
+  error. So silent or slow connections can never lock a normal client out.
+- The accept loop survives EMFILE/ENFILE/ENOBUFS/ENOMEM (anyio reports them as
+  ``BrokenResourceError``): it logs (at most one line per ``LOG_EVERY_S``, with a count), evicts an
+  idle connection to free a descriptor, backs off, and keeps serving. It never stops accepting
+  while the daemon runs.
+- Stop (``begin_stop``): no new connection is accepted after the backlog is drained; every frame
+  already received or arriving within ``DRAIN_S`` is answered; idle connections are closed;
+  ``wait_idle`` returns once no request is in flight and no connection is open.
 - A handler exception never escapes (it would kill the task group) and never reaches the wire
   as a traceback: it becomes -32603 and one log line with the request id.
 """
@@ -35,6 +44,10 @@ log = structlog.get_logger("ctxlifed.server")
 Dispatch = Callable[[str, bytes], Awaitable[Any]]
 _enc = msgspec.json.Encoder()
 
+OVERLOAD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+LOG_EVERY_S = 5.0  # at most one accept/eviction warning per interval
+DRAIN_S = 0.05  # on stop, how long an idle connection may still deliver a frame already sent
+
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_frame: int = P.DEFAULT_MAX_FRAME
@@ -45,19 +58,57 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     allow_root: bool = False
 
 
+class _Conn:
+    """What the server knows about one open connection (for eviction and stop)."""
+
+    __slots__ = ("busy", "frame_started", "last_active", "scope", "kick")
+
+    def __init__(self, now: float) -> None:
+        self.busy = False  # inside a request: never evicted
+        self.frame_started: float | None = None  # first byte of a partial frame
+        self.last_active = now
+        self.scope: anyio.CancelScope | None = None  # set while waiting for bytes
+        self.kick: str | None = None  # "evict" or "stop": why ``scope`` was cancelled
+
+
+class _RateLimited:
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.last = -1e9
+        self.suppressed = 0
+
+    def __call__(self, **kw: Any) -> bool:
+        now = time.monotonic()
+        if now - self.last < LOG_EVERY_S:
+            self.suppressed += 1
+            return False
+        log.warning(self.event, suppressed=self.suppressed, **kw)
+        self.last, self.suppressed = now, 0
+        return True
+
+
 class Server:
     def __init__(self, dispatch: Dispatch, limits: Limits, *, translate: Callable[[BaseException], E.RpcError | None] | None = None) -> None:
         self.dispatch = dispatch
         self.limits = limits
         self.translate = translate
-        self.active = 0
         self.in_flight = 0
         self.accepting = True
+        self.stopping = False
         self.rejected_peers = 0
+        self.accept_errors = 0
+        self.evicted = 0
+        self.busy_replies = 0
+        self._conns: set[_Conn] = set()
         self._idle = anyio.Event()
         self._idle.set()
-        self._last_emfile_log = 0.0
+        self._log_accept = _RateLimited("accept_failed")
+        self._log_evict = _RateLimited("connection_evicted")
         self.uid = os.geteuid()
+
+    @property
+    def active(self) -> int:
+        return len(self._conns)
 
     # -- accept -------------------------------------------------------------------------------
     async def serve_listener(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
@@ -65,23 +116,73 @@ class Server:
         while self.accepting:
             try:
                 stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    now = time.monotonic()
-                    if now - self._last_emfile_log > 5.0:
-                        log.warning("accept_failed", error=errno.errorcode.get(exc.errno or 0, str(exc)),
-                                    active=self.active, hint="descriptor limit reached; backing off")
-                        self._last_emfile_log = now
-                    await anyio.sleep(backoff)
-                    backoff = min(backoff * 2, 0.5)
-                    continue
+            except anyio.ClosedResourceError:
+                return
+            except (anyio.BrokenResourceError, OSError) as exc:
                 if not self.accepting:
                     return
-                raise
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
+                cause = exc if isinstance(exc, OSError) else exc.__cause__
+                eno = getattr(cause, "errno", None) or 0
+                self.accept_errors += 1
+                overloaded = eno in OVERLOAD_ERRNOS
+                self._log_accept(error=errno.errorcode.get(eno, str(cause or exc)), active=self.active,
+                                 hint="descriptor limit reached; closing idle connections and backing off"
+                                 if overloaded else "accept failed; retrying")
+                if overloaded:
+                    self._evict_one()
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
+                continue
             backoff = 0.01
             tg.start_soon(self._connection, stream)
+
+    async def drain_backlog(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> int:
+        """On stop: take every connection already queued on ``listener`` so its request is answered."""
+        try:
+            raw: socket.socket = listener.extra(anyio.abc.SocketAttribute.raw_socket)
+        except Exception:  # noqa: BLE001
+            return 0
+        n = 0
+        while True:
+            try:
+                sock, _ = raw.accept()
+            except (BlockingIOError, InterruptedError):
+                return n
+            except OSError:
+                return n
+            sock.setblocking(False)
+            try:
+                stream = await anyio.abc.UNIXSocketStream.from_socket(sock)
+            except Exception:  # noqa: BLE001
+                sock.close()
+                continue
+            n += 1
+            tg.start_soon(self._connection, stream)
+
+    def begin_stop(self) -> None:
+        """Stop accepting; wake idle connections so they drain and close."""
+        self.accepting = False
+        self.stopping = True
+        for c in list(self._conns):
+            if not c.busy and c.frame_started is None and c.scope is not None and c.kick is None:
+                c.kick = "stop"
+                c.scope.cancel()
+        self._check_idle()
+
+    def _evict_one(self) -> bool:
+        candidates = [c for c in self._conns if not c.busy and c.scope is not None and c.kick is None]
+        if not candidates:
+            return False
+        partial = [c for c in candidates if c.frame_started is not None]
+        victim = (min(partial, key=lambda c: c.frame_started or 0.0) if partial
+                  else min(candidates, key=lambda c: c.last_active))
+        victim.kick = "evict"
+        assert victim.scope is not None
+        victim.scope.cancel()
+        self.evicted += 1
+        self._log_evict(active=self.active, reason="partial frame" if partial else "idle",
+                        limit=self.limits.max_connections)
+        return True
 
     # -- one connection ------------------------------------------------------------------------
     async def _connection(self, stream: anyio.abc.SocketStream) -> None:
@@ -92,24 +193,32 @@ class Server:
                 self.rejected_peers += 1
                 log.warning("peer_rejected", peer_uid=uid)
                 return
-            if self.active >= self.limits.max_connections or not self.accepting:
-                err = E.Busy("too many connections") if self.accepting else E.ShuttingDown("daemon is stopping")
+            live = sum(1 for c in self._conns if c.kick != "evict")
+            if live >= self.limits.max_connections and not self._evict_one():
+                self.busy_replies += 1
                 with anyio.move_on_after(1):
-                    await stream.send(P.encode_frame(P.encode_rpc_error(None, err)))
+                    await stream.send(P.encode_frame(P.encode_rpc_error(None, E.Busy("too many connections"))))
                 return
-            self.active += 1
+            conn = _Conn(time.monotonic())
+            self._conns.add(conn)
+            self._idle = anyio.Event() if self._idle.is_set() else self._idle
             try:
-                await self._serve_stream(stream)
+                await self._serve_stream(stream, conn)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, ConnectionError):
                 pass
             finally:
-                self.active -= 1
+                self._conns.discard(conn)
+                self._check_idle()
 
-    async def _serve_stream(self, stream: anyio.abc.SocketStream) -> None:
+    async def _send(self, stream: anyio.abc.SocketStream, payload: bytes) -> bool:
+        with anyio.move_on_after(self.limits.request_timeout_s) as scope:
+            await stream.send(P.encode_frame(payload))
+        return not scope.cancelled_caught
+
+    async def _serve_stream(self, stream: anyio.abc.SocketStream, conn: _Conn) -> None:
         dec = P.FrameDecoder(self.limits.max_frame)
-        frame_started: float | None = None
         while True:
-            # Answer every complete frame already buffered.
+            # Answer every complete frame already buffered (also while stopping: they were received).
             while True:
                 try:
                     frame = dec.next_frame()
@@ -122,27 +231,40 @@ class Server:
                     return
                 if frame is None:
                     break
-                reply = await self.handle_frame(frame)
-                if reply is not None:
-                    await stream.send(P.encode_frame(reply))
-                if not self.accepting:
+                conn.busy = True
+                try:
+                    reply = await self.handle_frame(frame)
+                finally:
+                    conn.busy = False
+                if reply is not None and not await self._send(stream, reply):
+                    log.info("request", method="-", outcome="reply_not_read")
                     return
+                conn.last_active = time.monotonic()
+            now = time.monotonic()
             if dec.buffered:
-                if frame_started is None:
-                    frame_started = time.monotonic()
-                timeout = frame_started + self.limits.request_timeout_s - time.monotonic()
+                if conn.frame_started is None:
+                    conn.frame_started = now
+                timeout = conn.frame_started + self.limits.request_timeout_s - now
             else:
-                frame_started = None
-                timeout = self.limits.idle_timeout_s
+                conn.frame_started = None
+                timeout = DRAIN_S if self.stopping else self.limits.idle_timeout_s
             if timeout <= 0:
                 return
-            with anyio.move_on_after(timeout) as scope:
+            with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
+                conn.scope = scope
+                if conn.kick is not None:  # kicked before the wait began
+                    scope.cancel()
                 try:
                     data = await stream.receive(65536)
                 except anyio.EndOfStream:
                     return
+                finally:
+                    conn.scope = None
             if scope.cancelled_caught:
-                return
+                if conn.kick == "stop":
+                    conn.kick = None  # one more short wait (DRAIN_S) for a frame already on its way
+                    continue
+                return  # deadline passed, or evicted
             dec.receive_data(data)
 
     # -- one frame -----------------------------------------------------------------------------
@@ -161,7 +283,7 @@ class Server:
         t0 = time.perf_counter()
         outcome = "ok"
         self.in_flight += 1
-        self._idle = anyio.Event() if self.in_flight == 1 else self._idle
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
         try:
             try:
                 result = await self.dispatch(call.method, call.params, call.id)
@@ -180,17 +302,22 @@ class Server:
                     reply = P.encode_rpc_error(call.id, E.InternalError("Internal error"))
         finally:
             self.in_flight -= 1
-            if self.in_flight == 0:
-                self._idle.set()
+            self._check_idle()
         ms = (time.perf_counter() - t0) * 1000
         log.info("request", method=call.method, ms=round(ms, 3), outcome=outcome,
                  notification=call.notification)
         return None if call.notification else reply
 
+    def _check_idle(self) -> None:
+        if self.in_flight == 0 and (not self.stopping or not self._conns):
+            self._idle.set()
+
     async def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight (and, once stopping, no connection is open)."""
         with anyio.move_on_after(timeout):
-            await self._idle.wait()
-            return True
+            while True:
+                await self._idle.wait()
+                if self.in_flight == 0 and (not self.stopping or not self._conns):
+                    return True
+                self._idle = anyio.Event()
         return False
-
-

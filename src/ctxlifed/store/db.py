@@ -8,7 +8,15 @@ Rules:
 - Readers are separate ``query_only`` connections from a small pool; a progress handler aborts a
   read that runs past its deadline, so no reader pins the WAL for long.
 - ``SQLITE_FULL`` becomes :class:`StorageFullError`; the low-disk guard refuses writes below the
-  free-space mark before SQLite has to.
+  free-space mark before SQLite has to. An optional size cap (``max_bytes``, SQLite's
+  ``max_page_count``) gives the same typed error once the store reaches it; both can change while
+  the daemon runs (``set_limits``).
+- Deleting is forgetting: the writer runs with ``secure_delete=ON`` (deleted cells are zeroed), and
+  a ``TRUNCATE`` checkpoint (``forget``, retention, close) first merges the FTS indexes when rows
+  were deleted since the last one, so deleted text is gone from the main file, the WAL and the
+  FTS segments, not merely unlinked.
+- A job's caller is woken without blocking the writer thread, so a caller that was cancelled
+  (shutdown) can never stall the writer or ``close``.
 - Files are created 0600 (the daemon's umask) and re-checked after open.
 """
 
@@ -44,6 +52,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA journal_size_limit=67108864")
+        conn.execute("PRAGMA secure_delete=ON")
     conn.execute("PRAGMA temp_store=MEMORY")
     for suffix in ("", "-wal", "-shm"):
         try:
@@ -68,12 +77,42 @@ class _Outside:
         return self.fn(conn)
 
 
+_DEFAULT_MAX_PAGES = 1073741823  # SQLite's default max_page_count
+
+_PURGE_TRACKING = [
+    "CREATE TEMP TABLE IF NOT EXISTS _ctxlifed_purge(k INTEGER PRIMARY KEY)",
+    "CREATE TEMP TRIGGER IF NOT EXISTS _ctxlifed_archive_deleted AFTER DELETE ON main.archive"
+    " BEGIN INSERT OR IGNORE INTO _ctxlifed_purge(k) VALUES (1); END",
+]
+
+
+def _once(done: Callable[[tuple[bool, Any]], None]) -> Callable[[tuple[bool, Any]], None]:
+    called = False
+
+    def wrapper(res: tuple[bool, Any]) -> None:
+        nonlocal called
+        if not called:
+            called = True
+            done(res)
+
+    return wrapper
+
+
+def _wake(token: Any, fn: Callable[[], Any]) -> None:
+    """Run ``fn`` on the event loop without waiting for it (never blocks the writer thread)."""
+    try:
+        token.backend_class.run_sync_soon(fn, (), token.native_token)
+    except Exception:  # noqa: BLE001 - the loop is gone (shutdown): nobody is waiting any more
+        pass
+
+
 class Writer:
     """The single writer. ``await writer.run(fn)`` runs ``fn(conn)`` inside a committed transaction."""
 
-    def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256) -> None:
+    def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0) -> None:
         self.path = path
         self.min_free_bytes = min_free_bytes
+        self.max_bytes = 0
         self.max_group = max_group
         self.conn = connect(path)
         self._q: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Any] | None] = queue.SimpleQueue()
@@ -88,7 +127,57 @@ class Writer:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        for stmt in _PURGE_TRACKING:
+            self.conn.execute(stmt)
+        self._apply_max_bytes(max_bytes)
         self._thread.start()
+
+    def _apply_max_bytes(self, max_bytes: int) -> None:
+        """Cap the database at ``max_bytes`` (0 = SQLite's default); never below its current size."""
+        page = self.conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = -(-max_bytes // page) if max_bytes > 0 else _DEFAULT_MAX_PAGES
+        self.conn.execute(f"PRAGMA max_page_count={int(pages)}")
+        self.max_bytes = max(0, max_bytes)
+
+    async def set_limits(self, *, min_free_bytes: int | None = None, max_bytes: int | None = None) -> None:
+        """Change the free-space mark and the size cap of a running writer (config reload)."""
+        if min_free_bytes is not None:
+            self.min_free_bytes = min_free_bytes
+        if max_bytes is not None and max_bytes != self.max_bytes:
+            await self.run(_Outside(lambda c: self._apply_max_bytes(max_bytes)))
+
+    def _purge_pending(self) -> bool:
+        try:
+            return self.conn.execute("SELECT 1 FROM temp._ctxlifed_purge").fetchone() is not None
+        except sqlite3.Error:
+            return False
+
+    def _purge(self) -> bool:
+        """Merge the FTS indexes so deleted rows leave no tokens behind (after ``forget``/retention)."""
+        if not self._purge_pending():
+            return False
+        tables = [r[0] for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('archive_fts', 'archive_tri')")]
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for t in tables:
+                self.conn.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')")
+            self.conn.execute("DELETE FROM temp._ctxlifed_purge")
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return True
+
+    def _checkpoint(self, mode: str) -> tuple[int, int, int]:
+        if mode == "TRUNCATE":
+            try:
+                self._purge()
+            except sqlite3.Error as exc:
+                if _is_full(exc):
+                    raise StorageFullError(str(exc)) from None
+                raise
+        return tuple(self.conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone())  # type: ignore[return-value]
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -112,7 +201,12 @@ class Writer:
                     self._q.put(None)
                     break
                 batch.append(nxt)
-            self._run_batch(batch)
+            batch = [(fn, _once(done)) for fn, done in batch]
+            try:
+                self._run_batch(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer thread must never die
+                for _fn, done in batch:
+                    done((False, exc))  # no-op for the jobs already answered
 
     def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> None:
         results: list[tuple[bool, Any]] = []
@@ -121,9 +215,10 @@ class Writer:
             batch = [job for job in batch if not isinstance(job[0], _Outside)]
             for fn, done in outside:
                 try:
-                    done((True, fn(self.conn)))
-                except sqlite3.Error as exc:
-                    done((False, exc))
+                    res: tuple[bool, Any] = (True, fn(self.conn))
+                except BaseException as exc:  # noqa: BLE001
+                    res = (False, exc)
+                done(res)
             if not batch:
                 return
         if self.min_free_bytes and self.free_bytes() < self.min_free_bytes:
@@ -179,7 +274,7 @@ class Writer:
 
         def done(res: tuple[bool, Any]) -> None:
             box.append(res)
-            anyio.from_thread.run_sync(event.set, token=token)
+            _wake(token, event.set)
 
         self.submit(fn, done)
         await event.wait()
@@ -208,14 +303,14 @@ class Writer:
         """Run ``PRAGMA wal_checkpoint(mode)`` on the writer thread, outside any transaction."""
         if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
             raise ValueError(mode)
-        return await self.run(_Outside(lambda c: c.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()))
+        return await self.run(_Outside(lambda c: self._checkpoint(mode)))
 
     def close(self) -> None:
         self._q.put(None)
         self._thread.join(timeout=30)
         try:
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
+            self._checkpoint("TRUNCATE")
+        except (sqlite3.Error, StorageFullError):
             pass
         self.conn.close()
 
