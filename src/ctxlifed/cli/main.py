@@ -94,22 +94,13 @@ def render_status(r: dict[str, Any], now: float) -> str:
 
 
 def render_where(w: dict[str, Any]) -> str:
-    out = ["  where the context went:"]
-    for row in w.get("kinds", []):
-        est = "~" if row.get("estimated") else " "
-        out.append(f"    {row['kind']:<28}{est}{row['tokens']:>9,}  {row.get('items', 0):>4} items")
-    for it in w.get("largest", [])[:5]:
-        out.append(f"    largest: {it.get('tokens', 0):>8,}  {it.get('label', '')}")
-    return "\n".join(out)
+    """The daemon renders the accounting table (``where.table``); indent it under the session."""
+    return "\n".join("  " + line for line in str(w.get("table", "")).splitlines())
 
 
 def render_survival(sv: dict[str, Any]) -> str:
-    out = ["  a /compact now would lose:"]
-    for it in sv.get("lost", []):
-        out.append(f"    - {it}")
-    if not sv.get("lost"):
-        out.append("    nothing that Claude Code would not re-attach")
-    return "\n".join(out)
+    lines = sv.get("lines") or ["a /compact now would lose nothing that Claude Code does not re-attach"]
+    return "\n".join(["  a /compact now:"] + [f"    {line}" for line in lines])
 
 
 def _client_params(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -172,6 +163,17 @@ def cmd_forget(ns: argparse.Namespace, sock: str) -> int:
         print(json.dumps(r))
     else:
         print(f"forgotten: {r.get('events', 0)} events, {r.get('archive', 0)} archived items (WAL checkpointed)")
+    return 0
+
+
+def cmd_compactions(ns: argparse.Namespace, sock: str) -> int:
+    params: dict[str, Any] = {"limit": ns.limit}
+    if ns.session:
+        params["session"] = ns.session
+    elif not ns.all:
+        params["cwd"] = os.getcwd()
+    r = call(sock, "compactions", params)
+    print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
     return 0
 
 
@@ -272,6 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session")
     p.add_argument("--project")
     p.set_defaults(fn=cmd_forget)
+
+    p = add("compactions", "per-compaction reports: tokens before/after, archived, kept, lost, re-injected")
+    p.add_argument("--session")
+    p.add_argument("--all", action="store_true", help="every project")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(fn=cmd_compactions)
 
     p = add("daemon", "start | stop | ping the daemon")
     p.add_argument("action", choices=["start", "stop", "ping"])

@@ -28,15 +28,22 @@ Rules:
   leaves out the system prompt and tools, so this is what the compaction said it dropped);
   ``system`` and the skill listing stay; instruction files of a surviving kind stay (re-read from
   disk), nested CLAUDE.md and path-scoped rules go; skill bodies are re-attached by
-  :func:`~ctxlifed.core.survival.reattach_skills` (5,000 tokens each, 25,000 in all, newest first);
+  :func:`~ctxlifed.core.survival.reattach_skills` (5,000 tokens each, 25,000 in all, newest first;
+  no 2.1.328 transcript shows re-attached bodies, so they are added here, and a body of the same name
+  read after the boundary replaces the re-attached copy instead of adding to it);
   files, tools, thinking, hook context, the summary and the conversation reset. Files re-attached by
   Claude Code arrive after the boundary as ``file`` attachments and are counted then. Noted ctxlifed
   injections newer than the boundary are kept. The messages Claude Code preserves verbatim after the
   summary are not itemised (they fall in the conversation remainder).
-- :func:`report`: rows ``{kind, name, tokens, items, estimated, basis}`` sorted by tokens (ties in kind
-  order). With a measured context size and a known ``system``, the ``conversation`` row is the
-  remainder (context minus every other row) so the rows add up to the measured total; if the estimates
-  exceed the measurement the remainder is 0 and the excess is reported as ``overshoot``.
+- :func:`report`: rows ``{kind, name, tokens, items, estimated, basis}`` sorted by tokens (ties: kind
+  order, then name); largest items likewise (ties: newest, kind, label), so the result does not
+  depend on how the transcript was cut into deltas. The measured size is the caller's
+  ``context_tokens`` or, by default, :func:`measured_total`: the last response's input + cache
+  creation + cache read + output (its own blocks are itemised here; None after a boundary until the
+  next response). With a measured size and a known ``system``, the ``conversation`` row is the
+  remainder (measured size minus every other row) so the rows add up to the measured total; if the
+  estimates exceed it the remainder is 0 and the excess is reported as ``overshoot`` (the table then
+  adds up to more than the measurement, and says so).
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ __all__ = [
     "at_boundary",
     "fold",
     "is_ours_default",
+    "measured_total",
     "note_injected",
     "note_instructions",
     "render_where",
@@ -186,6 +194,8 @@ class Accounting(msgspec.Struct, kw_only=True):
     conversation: Tally = Tally()
     ours_pending: list[_Ours] = msgspec.field(default_factory=list)  # noted, not yet seen in the transcript
     largest: list[Big] = msgspec.field(default_factory=list)
+    last_context: int | None = None  # last usage: input + cache creation + cache read (None: compacted since)
+    last_output: int = 0  # that response's output tokens
     removed_tokens: int = 0
     compactions: int = 0
     history: list[CompactionNote] = msgspec.field(default_factory=list)
@@ -228,13 +238,17 @@ def _label(text: str) -> str:
     return s if len(s) <= MAX_LABEL else s[: MAX_LABEL - 1] + "…"
 
 
+def _big_key(b: Big) -> tuple[int, float, str, str]:
+    """Largest first; among equals the newest, then by kind and label: a total order, so the kept top
+    items do not depend on how the transcript was split into deltas."""
+    return (-b.tokens, -b.ts, b.kind, b.label)
+
+
 def _big(w: Accounting, kind: str, label: str, tokens: int, ts: float) -> None:
     if tokens <= 0:
         return
-    if len(w.largest) >= MAX_LARGEST and tokens <= w.largest[-1].tokens:
-        return
     w.largest.append(Big(kind, _label(label), tokens, ts))
-    w.largest.sort(key=lambda b: -b.tokens)  # stable: earlier items first among equals
+    w.largest.sort(key=_big_key)
     del w.largest[MAX_LARGEST:]
 
 
@@ -308,6 +322,9 @@ def _file(w: Accounting, t: FileTouch) -> None:
 def _skill(w: Accounting, s: SkillUse) -> None:
     old = w.skills.get(s.name)
     if old is None or old.reattached:
+        if old is not None:
+            stale = _label(f"skill {s.name} (re-attached)")
+            w.largest = [b for b in w.largest if not (b.kind == "skill" and b.label == stale)]
         row = SkillRow(name=s.name, tokens=s.tokens, last_tokens=s.tokens, ts=s.ts)
     else:
         row = SkillRow(name=s.name, tokens=old.tokens + s.tokens, last_tokens=s.tokens, ts=max(s.ts, old.ts),
@@ -341,7 +358,9 @@ def _instruction_file(w: Accounting, f: InstructionFile) -> None:
         row = InstrRow(path=path, kind=kind, tokens=f.tokens, ts=f.ts, memory_type=f.memory_type)
     w.instructions[path] = row
     _trim_dict(w.instructions, MAX_INSTRUCTIONS, lambda r: r.ts)
-    _big(w, "instructions", display_path(path, w.project_root), row.tokens, row.ts)
+    shown = _label(display_path(path, w.project_root))
+    w.largest = [b for b in w.largest if not (b.kind == "instructions" and b.label == shown)]
+    _big(w, "instructions", shown, row.tokens, row.ts)
 
 
 def _listing(w: Accounting, li: Listing) -> None:
@@ -391,36 +410,33 @@ def fold(acc: Accounting, delta: TranscriptDelta, *, ours: Callable[[str], bool]
     pred = ours or is_ours_default
     w = _copy(acc)
     zero = Marks()
-    events: list[tuple[tuple[float, ...], int, str, int]] = []
-    for n, b in enumerate(delta.boundaries):
+    # (order key, tie-break, position, boundary or None for the first usage), in file order
+    events: list[tuple[tuple[float, ...], int, Marks, CompactBoundary | None]] = []
+    for n, bd in enumerate(delta.boundaries):
         m = delta.boundary_marks[n] if n < len(delta.boundary_marks) else zero
-        events.append((_key(m, m.usages), n, "boundary", n))
+        events.append((_key(m, m.usages), n, m, bd))
     if delta.first_usage is not None and w.system is None:
         m = delta.first_usage_marks or zero
-        events.append((_key(m, 0.5), len(events), "usage", 0))  # after boundaries read before any usage
-    events.sort()
+        # usages = 0.5: after boundaries read before any usage, before those read after one
+        events.append((_key(m, 0.5), len(events), m, None))
+    events.sort(key=lambda e: (e[0], e[1]))
     cur = zero
-    for _k, _o, what, n in events:
-        m = (delta.boundary_marks[n] if n < len(delta.boundary_marks) else zero) if what == "boundary" else (
-            delta.first_usage_marks or zero
-        )
+    for _key_, _n, m, bd in events:
         _apply(w, delta, cur, m, pred)
         cur = m
-        if what == "boundary":
-            bd = delta.boundaries[n]
+        if bd is not None:
             w = _boundary(w, bd)
             if m.usages < len(delta.usages) and w.history and w.history[-1].uuid == bd.uuid:
                 w.history[-1] = msgspec.structs.replace(w.history[-1], after=delta.usages[m.usages].context_tokens)
-        else:
-            u = delta.first_usage
-            assert u is not None
-            w.first_context = u.context_tokens
-            w.system = max(0, u.context_tokens - _resident(w))
+        elif delta.first_usage is not None:
+            w.first_context = delta.first_usage.context_tokens
+            w.system = max(0, w.first_context - _resident(w))
     _apply(w, delta, cur, _end(delta), pred)
-    if w.history and w.history[-1].after is None and delta.usages:
-        first_b = delta.boundary_marks[0].usages if delta.boundaries and delta.boundary_marks else None
-        if not delta.boundaries or (first_b is not None and first_b > 0):
-            w.history[-1] = msgspec.structs.replace(w.history[-1], after=delta.usages[0].context_tokens)
+    if delta.last_usage is not None and not delta.compacted_last:
+        w.last_context = delta.last_usage.context_tokens
+        w.last_output = delta.last_usage.output_tokens
+    if w.history and w.history[-1].after is None and delta.usages and not delta.boundaries:
+        w.history[-1] = msgspec.structs.replace(w.history[-1], after=delta.usages[0].context_tokens)
     return w
 
 
@@ -457,6 +473,8 @@ def _boundary(w: Accounting, b: CompactBoundary) -> Accounting:
         listing=w.listing,
         skills=skills,
         ours_pending=ours_pending,
+        last_context=None,
+        last_output=0,
         removed_tokens=w.removed_tokens + (removed or 0),
         compactions=w.compactions + 1,
         history=history,
@@ -467,8 +485,6 @@ def _boundary(w: Accounting, b: CompactBoundary) -> Accounting:
     for r in skills.values():
         _big(out, "skill", f"skill {r.name} (re-attached)", r.tokens, r.ts)
     _big(out, "skill_listing", "skill listing", out.listing.tokens, 0.0)
-    for o in ours_pending:
-        _big(out, "hook_context", "ctxlifed context (noted)", o.tokens, o.ts)
     return out
 
 
@@ -499,8 +515,9 @@ def note_instructions(
     w.instructions[p] = InstrRow(path=p, kind=kind, tokens=max(0, tokens), ts=ts, memory_type=memory_type or "",
                                  load_reason=load_reason or "")  # fmt: skip
     _trim_dict(w.instructions, MAX_INSTRUCTIONS, lambda r: r.ts)
-    w.largest = [b for b in w.largest if not (b.kind == "instructions" and b.label == _label(display_path(p, w.project_root)))]
-    _big(w, "instructions", display_path(p, w.project_root), max(0, tokens), ts)
+    shown = _label(display_path(p, w.project_root))
+    w.largest = [b for b in w.largest if not (b.kind == "instructions" and b.label == shown)]
+    _big(w, "instructions", shown, max(0, tokens), ts)
     return w
 
 
@@ -535,8 +552,24 @@ def _row(kind: str, name: str, tokens: int, items: int, estimated: bool, basis: 
     return {"kind": kind, "name": name, "tokens": tokens, "items": items, "estimated": estimated, "basis": basis}
 
 
+def measured_total(acc: Accounting) -> int | None:
+    """What the window holds after the last response: its input + cache creation + cache read + output
+    (Claude Code's own ``context_tokens`` / ``preTokens`` convention); None when a compaction came after
+    it (``postTokens`` leaves out the system prompt and tools, so it cannot be compared with the rows)."""
+    if acc.last_context is None:
+        return None
+    return acc.last_context + acc.last_output
+
+
 def report(acc: Accounting, context_tokens: int | None = None) -> dict[str, Any]:
-    """The table: rows sorted by tokens, the largest items, and what compactions removed (rules)."""
+    """The table: rows sorted by tokens, the largest items, and what compactions removed (rules).
+
+    ``context_tokens``: the window size to reconcile the rows with; None uses :func:`measured_total`
+    (the right figure for the rows: the last response's own blocks are itemised). Never pass a
+    boundary's ``postTokens``: it leaves out the system prompt and tools.
+    """
+    if context_tokens is None:
+        context_tokens = measured_total(acc)
     rows: list[dict[str, Any]] = []
     if acc.system is not None:
         rows.append(_row("system", "system prompt, tools, session attachments", acc.system, 1, True,
@@ -578,7 +611,7 @@ def report(acc: Accounting, context_tokens: int | None = None) -> dict[str, Any]
     else:
         rows.append(_row("conversation", "prompts and assistant text", acc.conversation.tokens,
                          acc.conversation.items, True, _BASIS_EST))  # fmt: skip
-    rows.sort(key=lambda r: (-r["tokens"], _KIND_ORDER.get(r["kind"], 99)))
+    rows.sort(key=lambda r: (-r["tokens"], _KIND_ORDER.get(r["kind"], 99), r["name"]))
     total = sum(r["tokens"] for r in rows)
     notes: list[str] = []
     if acc.system is None:

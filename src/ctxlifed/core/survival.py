@@ -261,7 +261,8 @@ def reattach_skills(skills: Iterable[SkillLike]) -> list[Fate]:
             continue
         used += cut
         if cut < tokens:
-            out.append(Fate("skill", name, tokens, cut, "truncated", f"cut to its first {_n(SKILL_MAX_TOKENS)} tokens", ts))
+            why = f"cut to its first {_n(SKILL_MAX_TOKENS)} tokens"
+            out.append(Fate("skill", name, tokens, cut, "truncated", why, ts))
         else:
             out.append(Fate("skill", name, tokens, cut, "kept", "re-attached", ts))
     return out
@@ -278,7 +279,9 @@ def _skills(skills: Iterable[SkillLike]) -> tuple[list[Fate], list[Fate], list[s
         else:
             kept.append(f)
             if f.fate == "truncated":
-                lines.append(f"skill {f.name} ({_n(f.tokens)} tokens) would be cut to its first {_n(f.kept_tokens)} tokens")
+                lines.append(
+                    f"skill {f.name} ({_n(f.tokens)} tokens) would be cut to its first {_n(f.kept_tokens)} tokens"
+                )
     return kept, lost, lines
 
 

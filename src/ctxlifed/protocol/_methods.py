@@ -181,8 +181,17 @@ class ForgetResult(_R, kw_only=True):
     archive: int = 0
 
 
-class _HookParams(msgspec.Struct):
-    """Marker: hook params are decoded as a free-form object."""
+# -- compactions --------------------------------------------------------------------------------
+class CompactionsParams(_P, kw_only=True):
+    session: str | None = None
+    project: str | None = None
+    cwd: str | None = None
+    limit: int = 20
+
+
+class CompactionsResult(_R, kw_only=True):
+    markdown: str
+    reports: list[dict[str, Any]] = []
 
 
 METHODS: dict[str, tuple[type | None, type]] = {
@@ -194,6 +203,7 @@ METHODS: dict[str, tuple[type | None, type]] = {
     "recall": (RecallParams, RecallResult),
     "phase.set": (PhaseSetParams, PhaseSetResult),
     "forget": (ForgetParams, ForgetResult),
+    "compactions": (CompactionsParams, CompactionsResult),
 }
 
 _decoders: dict[str, msgspec.json.Decoder] = {

@@ -42,7 +42,8 @@ from ..runtime.config import Config
 from ..runtime.paths import Paths
 from ..store import ops, queries
 from ..store.db import Readers, StorageFullError, Writer
-from . import files
+from ..core import accounting as A
+from . import compaction, files
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
 
@@ -124,6 +125,10 @@ class Service:
             return await self.phase_set(p)
         if method == "forget":
             return await self.forget(p)
+        if method == "compactions":
+            project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
+            reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
+            return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
         raise E.MethodNotFound(f"Method not found: {method}")
 
     # -- sessions ------------------------------------------------------------------------------
@@ -134,7 +139,7 @@ class Service:
             st = load(rows[0]["state"]) if rows else None
             if st is None:
                 st = SessionState(session=sid, project=project, cwd=cwd, phase_started=now,
-                                  phase=PH.PhaseState(since=now))
+                                  phase=PH.PhaseState(since=now), acc=A.Accounting(project_root=project))
                 # A new session in a known project starts in the phase the project was last in.
                 last = await self.readers.run(partial(queries.sessions, project=project, limit=1))
                 prev = load(last[0]["state"]) if last else None
@@ -205,6 +210,8 @@ class Service:
             st.context_tokens, st.estimated = payload["context_tokens"], False
         if event == "SessionStart" and isinstance(payload.get("model"), str):
             st.model = payload["model"]
+        if event == "InstructionsLoaded":
+            compaction.note_instructions(st, payload, now)
         if tdelta is not None:
             for el in tdelta.elements:
                 if el.kind in TRANSCRIPT_KINDS:
@@ -273,6 +280,7 @@ class Service:
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
                                                  f"Working zone at {budget.working_pct * 100:.0f}% (level {_level_name(budget.level)})"))
         if event == "PreCompact":
+            await compaction.record_must_survive(self, st, now)
             await self._compress(st, Level.L1_L2, now, precompact=True)
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "checkpoint before compaction")
@@ -308,9 +316,11 @@ class Service:
         ctx = T.context_after(delta, st.context_tokens)
         if ctx is not None:
             st.context_tokens, st.estimated = ctx, False
+        st.acc = A.fold(st.acc, delta)
         if delta.boundaries:
             st.boundary_ts = delta.boundaries[-1].ts
             st.ledger_tokens = 0
+            await compaction.boundary_seen(self, st, delta.boundaries[-1].post_tokens)
         return delta
 
     def _budget(self, st: SessionState) -> B.Budget | None:
@@ -359,13 +369,20 @@ class Service:
 
     # -- answers -------------------------------------------------------------------------------
     async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float) -> M.HookResult:
+        if event == "PostCompact":
+            # Plain text: the only PostCompact output that reaches the next model request.
+            return M.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
         ctx = ""
         if event == "SessionStart":
-            ctx = await self._session_start_context(s(payload.get("source")) or "startup", st, now)
+            source = s(payload.get("source")) or "startup"
+            ctx = await self._session_start_context(source, st, now)
+            if source == "compact":
+                st.compact_injected = ctx
         out: dict[str, Any] = {}
         if ctx and event in CTX_EVENTS:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.ledger_tokens += estimate_tokens(ctx) + 20
+            st.acc = A.note_injected(st.acc, ctx, now)
         if st.pending_advice and event in MSG_EVENTS:
             out["systemMessage"] = st.pending_advice
             st.pending_advice = None
@@ -385,7 +402,7 @@ class Service:
             pending=tuple(R.PendingItem(text=p["text"], id=p["archive_id"]) for p in data["pending"]),
             decisions_count=data["decisions_count"],
             archived=tuple(R.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
-                                          summary=a["summary"], priority=a["priority"]) for a in data["archived"]),
+                                          summary=_label(a), priority=a["priority"]) for a in data["archived"]),
             recent_decisions=tuple(x["text"] for x in data["decisions"]),
             lessons_count=0,
             working_pct=budget.working_pct if budget else None,
@@ -394,7 +411,7 @@ class Service:
         return R.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now)
 
     # -- status --------------------------------------------------------------------------------
-    def session_view(self, row: dict[str, Any]) -> M.SessionView:
+    def session_view(self, row: dict[str, Any], *, where: bool = False, survival: bool = False) -> M.SessionView:
         st = self.sessions.get(row["session"]) or load(row["state"])
         v = M.SessionView(session=row["session"], project=row["project"], events=row["events"],
                           first_ts=row["first_ts"], last_ts=row["last_ts"], phase=row["phase"],
@@ -409,6 +426,10 @@ class Service:
             v.working_pct, v.level = round(b.working_pct, 4), int(b.level)
             v.autocompact_at, v.tokens_to_autocompact = b.autocompact_at, b.tokens_to_autocompact
         v.advice = advice_for(st, b)
+        if where:
+            v.where = compaction.where(st)
+        if survival:
+            v.survival = compaction.survival(st)
         return v
 
     async def status(self, p: M.StatusParams) -> M.StatusResult:
@@ -422,7 +443,7 @@ class Service:
             uptime_s=round(time.monotonic() - self.started, 3), socket=self.paths.socket, db_path=db,
             db_bytes=size, wal_bytes=_size(db + "-wal"), archive_items=st["archive_items"], events=st["events"],
             spool_ingested=self.spool_ingested, fts_trigram=self.writer.trigram,
-            sessions=[self.session_view(r) for r in rows],
+            sessions=[self.session_view(r, where=p.where, survival=p.survival) for r in rows],
         )
 
     # -- recall --------------------------------------------------------------------------------
@@ -575,6 +596,16 @@ def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     return out
 
 
+def _label(a: dict[str, Any]) -> str:
+    """What SessionStart(compact) says of an archived item: where it came from, not its content.
+
+    The compaction summary is the place for content; naming tool and file plus the L2 id lets the
+    model fetch the full text without ctxlifed repeating what the summary already kept.
+    """
+    parts = [a.get("tool") or "", os.path.basename(a.get("file_path") or "")]
+    return " ".join(p for p in parts if p) or "(see recall --id)"
+
+
 def _element_from_row(r: tuple) -> Element:
     """Rebuild an archived element for ranking: kind, text, and what the classifier's rules need."""
     kind = Kind(r[1]) if r[1] in Kind._value2member_map_ else Kind.TOOL
@@ -687,9 +718,9 @@ def _session_start_rows(project: str, session: str, source: str, archived: list[
     if source == "compact" and archived:
         marks = ",".join("?" * len(archived))
         rows = conn.execute(
-            f"SELECT id, kind, phase, ts, summary, priority FROM archive WHERE id IN ({marks})"
+            f"SELECT id, kind, phase, ts, tool, file_path, priority FROM archive WHERE id IN ({marks})"
             " ORDER BY priority DESC, id DESC", archived).fetchall()
-        arch = [dict(zip(("id", "kind", "phase", "ts", "summary", "priority"), r, strict=True)) for r in rows]
+        arch = [dict(zip(("id", "kind", "phase", "ts", "tool", "file_path", "priority"), r, strict=True)) for r in rows]
     return {
         "switches": switches, "pending": pending, "decisions": decisions, "archived": arch,
         "decisions_count": queries.count_items(conn, project=project, kind="decision"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
+from ..core.accounting import Accounting
+from ..core.mustsurvive import Item
 from ..core.phase import PhaseState
 from ..core.transcript import TranscriptCursor
 
@@ -40,6 +42,12 @@ class SessionState(msgspec.Struct, kw_only=True):
     last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
     files_touched: list[str] = msgspec.field(default_factory=list)  # this phase, most recent last
     tests: list[str] = msgspec.field(default_factory=list)  # this phase: "PASS cmd" / "FAIL cmd"
+    acc: Accounting = msgspec.field(default_factory=Accounting)  # where the tokens went (bounded)
+    must_survive: list[Item] = msgspec.field(default_factory=list)  # recorded at PreCompact
+    delivered: list[str] = msgspec.field(default_factory=list)  # must-survive ids re-injected already
+    pre_compact_tokens: int | None = None
+    compact_injected: str | None = None  # our SessionStart(compact) text, carried by definition
+    last_report_id: int = 0  # compaction report waiting for the boundary's post tokens
     tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None

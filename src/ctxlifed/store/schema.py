@@ -158,10 +158,23 @@ def has_fts5(conn: sqlite3.Connection) -> bool:
         return False
 
 
+_COMPACTIONS = [
+    """CREATE TABLE IF NOT EXISTS compactions (
+        id INTEGER PRIMARY KEY,
+        session TEXT NOT NULL,
+        project TEXT NOT NULL,
+        ts REAL NOT NULL,
+        report BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS compactions_session ON compactions(session, id)",
+    "CREATE INDEX IF NOT EXISTS compactions_project ON compactions(project, id)",
+]
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_base", _BASE),
     ("0002_fts_words", _FTS_WORDS),
     ("0003_fts_trigram", _FTS_TRIGRAM),
+    ("0004_compactions", _COMPACTIONS),
 ]
 
 
