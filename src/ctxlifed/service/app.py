@@ -468,8 +468,9 @@ class Service:
             spans = [R.PhaseSpan(phase=r["to_phase"], start=r["ts"], end=None, cause=r["cause"]) for r in rows]
             return M.RecallResult(markdown=R.render_timeline(spans, self.clock()), total=len(spans))
         if q.decisions and not q.words and not q.phrases:
-            rows = await self.readers.run(partial(_decisions, project, session, 200))
-            md = R.render_decisions([(r[0], r[1], r[2]) for r in rows], p.cap_tokens)
+            rows = await self.readers.run(partial(queries.items, project=project, kind="decision", status=None,
+                                                  session=session, limit=200))
+            md = R.render_decisions([(r["archive_id"] or r["id"], r["ts"], r["text"]) for r in rows], p.cap_tokens)
             return M.RecallResult(markdown=md, total=len(rows))
         kinds: tuple[str, ...] | None = None
         if q.decisions:
@@ -693,19 +694,6 @@ def _window_rows(session: str, after_id: int, conn: sqlite3.Connection) -> list[
     return conn.execute(
         "SELECT id, kind, substr(text, 1, 65536), ts, tool, file_path FROM archive"
         " WHERE session = ? AND id > ? ORDER BY id DESC LIMIT 5000", (session, after_id)).fetchall()
-
-
-def _decisions(project: str | None, session: str | None, limit: int, conn: sqlite3.Connection) -> list[tuple]:
-    where, args = ["kind = 'decision'"], []
-    if project is not None:
-        where.append("project = ?")
-        args.append(project)
-    if session is not None:
-        where.append("session = ?")
-        args.append(session)
-    return conn.execute(
-        f"SELECT coalesce(archive_id, id), ts, text FROM items WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
-        (*args, limit)).fetchall()
 
 
 def _session_start_rows(project: str, session: str, source: str, archived: list[int],

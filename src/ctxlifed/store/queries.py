@@ -176,9 +176,13 @@ def phase_switches(conn: sqlite3.Connection, *, project: str | None, session: st
     return [dict(zip(keys, r, strict=True)) for r in reversed(rows)]
 
 
-def items(conn: sqlite3.Connection, *, project: str, kind: str, status: str | None = "open",
+def items(conn: sqlite3.Connection, *, project: str | None, kind: str, status: str | None = "open",
           session: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    where, args = ["project = ?", "kind = ?"], [project, kind]
+    """Facts (decision, constraint, pending) newest first; ``project=None`` means every project."""
+    where, args = ["kind = ?"], [kind]
+    if project is not None:
+        where.append("project = ?")
+        args.append(project)
     if status is not None:
         where.append("status = ?")
         args.append(status)
