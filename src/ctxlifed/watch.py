@@ -5,6 +5,8 @@ Rules:
 - Watched: the config file's folder (reload on change; a bad file keeps the previous config and
   says why in the log) and ``<project>/<memory_dir>`` of every project that has one (re-index).
 - The watch set is rebuilt when a new project appears; a missing folder is simply not watched.
+  A folder that starts being watched is scanned once (re-indexing is idempotent), so an edit made
+  before the watch began is not missed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
     from .daemon import Daemon
 
 log = structlog.get_logger("ctxlifed.watch")
-REBUILD_S = 5.0
+REBUILD_S = 1.0
+SCAN_CAP = 500  # files re-indexed when a memory folder starts being watched
 
 
 def watch_roots(daemon: Daemon) -> list[str]:
@@ -55,11 +58,25 @@ async def on_changes(daemon: Daemon, paths: set[str]) -> None:
                 log.exception("reindex_failed", path=p)
 
 
+async def scan(daemon: Daemon, roots: list[str]) -> None:
+    found: set[str] = set()
+    for root in roots:
+        for dirpath, _dirs, names in os.walk(root):
+            found.update(os.path.join(dirpath, n) for n in names if n.endswith(".md"))
+            if len(found) >= SCAN_CAP:
+                break
+    if found:
+        await on_changes(daemon, found)
+
+
 async def watch_loop(daemon: Daemon) -> None:
     import watchfiles
 
+    seen: set[str] = set()
     while True:
         roots = watch_roots(daemon)
+        new = [r for r in roots if r not in seen and r != os.path.dirname(daemon.paths.config)]
+        seen.update(roots)
         if not roots:
             await anyio.sleep(REBUILD_S)
             continue
@@ -74,6 +91,7 @@ async def watch_loop(daemon: Daemon) -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(rebuild_later, roots)
+            tg.start_soon(scan, daemon, new)
             try:
                 async for changes in watchfiles.awatch(*roots, stop_event=stop, debounce=200, step=50,
                                                        recursive=True, ignore_permission_denied=True):

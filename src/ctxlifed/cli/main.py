@@ -166,6 +166,15 @@ def cmd_forget(ns: argparse.Namespace, sock: str) -> int:
     return 0
 
 
+def cmd_lessons(ns: argparse.Namespace, sock: str) -> int:
+    params: dict[str, Any] = {"limit": ns.limit, "all_projects": ns.all_projects}
+    if not ns.all_projects:
+        params["cwd"] = os.getcwd()
+    r = call(sock, "lessons", params)
+    print(json.dumps(r["lessons"], indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+    return 0
+
+
 def cmd_compactions(ns: argparse.Namespace, sock: str) -> int:
     params: dict[str, Any] = {"limit": ns.limit}
     if ns.session:
@@ -274,6 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session")
     p.add_argument("--project")
     p.set_defaults(fn=cmd_forget)
+
+    p = add("lessons", "errors and the fixes that worked, most frequent first")
+    p.add_argument("--all-projects", action="store_true")
+    p.add_argument("--limit", type=int, default=100)
+    p.set_defaults(fn=cmd_lessons)
 
     p = add("compactions", "per-compaction reports: tokens before/after, archived, kept, lost, re-injected")
     p.add_argument("--session")

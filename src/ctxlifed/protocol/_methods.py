@@ -181,6 +181,19 @@ class ForgetResult(_R, kw_only=True):
     archive: int = 0
 
 
+# -- lessons ------------------------------------------------------------------------------------
+class LessonsParams(_P, kw_only=True):
+    project: str | None = None
+    cwd: str | None = None
+    all_projects: bool = False
+    limit: int = 100
+
+
+class LessonsResult(_R, kw_only=True):
+    markdown: str
+    lessons: list[dict[str, Any]] = []
+
+
 # -- compactions --------------------------------------------------------------------------------
 class CompactionsParams(_P, kw_only=True):
     session: str | None = None
@@ -204,6 +217,7 @@ METHODS: dict[str, tuple[type | None, type]] = {
     "phase.set": (PhaseSetParams, PhaseSetResult),
     "forget": (ForgetParams, ForgetResult),
     "compactions": (CompactionsParams, CompactionsResult),
+    "lessons": (LessonsParams, LessonsResult),
 }
 
 _decoders: dict[str, msgspec.json.Decoder] = {

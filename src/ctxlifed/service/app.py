@@ -43,7 +43,9 @@ from ..runtime.paths import Paths
 from ..store import ops, queries
 from ..store.db import Readers, StorageFullError, Writer
 from ..core import accounting as A
+from ..core import lessons as LS
 from . import compaction, files
+from . import lessons as lessons_svc
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
 
@@ -125,6 +127,11 @@ class Service:
             return await self.phase_set(p)
         if method == "forget":
             return await self.forget(p)
+        if method == "lessons":
+            project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
+            found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
+            return M.LessonsResult(markdown=LS.render_lessons_md(found) if found else "No lessons recorded yet.",
+                                   lessons=[msgspec.to_builtins(x) for x in found])
         if method == "compactions":
             project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
             reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
@@ -284,7 +291,10 @@ class Service:
             await self._compress(st, Level.L1_L2, now, precompact=True)
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "checkpoint before compaction")
-        answer = await self._answer(event, payload, st, now)
+        hint = ""
+        if event in ("PostToolUse", "PostToolUseFailure"):
+            hint = await lessons_svc.on_tool_event(self, st, payload, stored, now)
+        answer = await self._answer(event, payload, st, now, extra_ctx=hint)
         await self.writer.run(partial(_save_state, st))
         return answer
 
@@ -368,7 +378,8 @@ class Service:
                        st.phase_started, now, "emergency checkpoint (Working zone at L2→L3)")
 
     # -- answers -------------------------------------------------------------------------------
-    async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float) -> M.HookResult:
+    async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float, *,
+                      extra_ctx: str = "") -> M.HookResult:
         if event == "PostCompact":
             # Plain text: the only PostCompact output that reaches the next model request.
             return M.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
@@ -378,6 +389,7 @@ class Service:
             ctx = await self._session_start_context(source, st, now)
             if source == "compact":
                 st.compact_injected = ctx
+        ctx = "\n\n".join(x for x in (ctx, extra_ctx) if x)
         out: dict[str, Any] = {}
         if ctx and event in CTX_EVENTS:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
@@ -392,7 +404,8 @@ class Service:
 
     async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
         data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived))
-        if source == "startup" and not (data["switches"] or data["pending"] or data["decisions_count"]):
+        if source == "startup" and not (data["switches"] or data["pending"] or data["decisions_count"]
+                                        or data["lessons_count"]):
             return ""  # a project with no memory yet: say nothing (it would be billed every turn)
         timeline = tuple(R.PhaseSpan(phase=x["to_phase"], start=x["ts"], end=None, cause=x["cause"]) for x in data["switches"])
         budget = self._budget(st)
@@ -404,7 +417,7 @@ class Service:
             archived=tuple(R.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
                                           summary=_label(a), priority=a["priority"]) for a in data["archived"]),
             recent_decisions=tuple(x["text"] for x in data["decisions"]),
-            lessons_count=0,
+            lessons_count=data["lessons_count"],
             working_pct=budget.working_pct if budget else None,
             level=int(budget.level) if budget else 0,
         )
@@ -712,4 +725,5 @@ def _session_start_rows(project: str, session: str, source: str, archived: list[
     return {
         "switches": switches, "pending": pending, "decisions": decisions, "archived": arch,
         "decisions_count": queries.count_items(conn, project=project, kind="decision"),
+        "lessons_count": conn.execute("SELECT count(*) FROM lessons WHERE project = ?", (project,)).fetchone()[0],
     }

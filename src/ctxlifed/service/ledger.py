@@ -21,6 +21,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
+from ..core import lessons as LS
 from ..core import render as R
 from ..core.model import estimate_tokens
 from ..core.paths import ledger_relpath, validate_session_id
@@ -40,6 +41,7 @@ class LedgerWriter:
         self.svc = svc
         self.lock = anyio.Lock()
         self.written: list[str] = []  # paths written, newest last (bounded; for tests and status)
+        self.ours: dict[str, str] = {}  # path -> text we last wrote: our own writes are not "hand edits"
 
     def memory_root(self, project: str) -> str | None:
         if not self.svc.cfg.write_ledgers or not os.path.isabs(project):
@@ -67,7 +69,7 @@ class LedgerWriter:
             target = files.safe_target(root, rel)
             await anyio.to_thread.run_sync(files.atomic_write, target, text)
             await self.svc.writer.run(partial(_index_ledger, target, project, sid, ended, text))
-            self._note(target)
+            self._note(target, text)
         await self.write_decisions(project)
         log.info("ledger_written", path=target, reason=reason)
         return target
@@ -87,8 +89,23 @@ class LedgerWriter:
                 full = f.read()
             new_last = max(r[0] for r in rows)
             await self.svc.writer.run(partial(_after_decisions, target, project, self.svc.clock(), full, new_last))
-            self._note(target)
+            self._note(target, full)
             return target
+
+    async def write_lessons(self, project: str) -> str | None:
+        """Rewrite ``lessons.md`` from the store (most frequent first)."""
+        root = self.memory_root(project)
+        if root is None:
+            return None
+        from . import lessons as lessons_svc
+
+        async with self.lock:
+            found = await self.svc.readers.run(partial(lessons_svc.all_lessons, project, 500))
+            text = LS.render_lessons_md(found)
+            target = files.safe_target(root, os.path.join(self.svc.cfg.memory_dir, "lessons.md"))
+            await anyio.to_thread.run_sync(files.atomic_write, target, text)
+            self._note(target, text)
+        return target
 
     async def reindex(self, path: str) -> bool:
         """A hand edit (or a new file) under some project's memory folder: index its text."""
@@ -104,27 +121,31 @@ class LedgerWriter:
                 text = f.read(self.svc.cfg.archive_max_chars)
         except OSError:
             return False
+        if self.ours.get(real) == text:
+            return False  # our own write coming back through the watcher
+        if os.path.basename(real) == "lessons.md" and os.path.dirname(real) == os.path.realpath(mem):
+            from . import lessons as lessons_svc
+
+            mtime = os.path.getmtime(real)
+            await self.svc.writer.run(partial(lessons_svc.reconcile_file, project, text, self.svc.clock(), mtime))
+            return True
         await self.svc.writer.run(partial(_index_ledger, real, project, None, self.svc.clock(), text))
         return True
 
-    def _note(self, path: str) -> None:
+    def _note(self, path: str, text: str | None = None) -> None:
         self.written.append(path)
         del self.written[:-256]
+        if text is not None:
+            self.ours[os.path.realpath(path)] = text
+            while len(self.ours) > 256:
+                self.ours.pop(next(iter(self.ours)))
 
 
 def _index_ledger(path: str, project: str, session: str | None, ts: float, text: str, conn: sqlite3.Connection) -> int:
-    uid = f"ledger:{path}"
-    found = conn.execute("SELECT id, text FROM archive WHERE project = ? AND uid = ?", (project, uid)).fetchone()
     summary = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), "")[:200]
-    if found:
-        aid = int(found[0])
-        if found[1] != text:
-            conn.execute("UPDATE archive SET text = ?, summary = ?, chars = ?, ts = ?, hash = ? WHERE id = ?",
-                         (text, summary, len(text), ts, ops.content_hash("ledger", text) + f":{aid}", aid))
-    else:
-        aid, _ = ops.insert_archive(conn, ops.ArchiveRow(
-            session=session or "", project=project, ts=ts, kind="ledger", text=text, summary=summary,
-            uid=uid, priority=70, level=3))
+    aid = ops.upsert_archive_by_uid(conn, ops.ArchiveRow(
+        session=session or "", project=project, ts=ts, kind="ledger", text=text, summary=summary,
+        uid=f"ledger:{path}", priority=70, level=3))
     ops.record_ledger(conn, path=path, project=project, session=session, ts=ts, archive_id=aid)
     return aid
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from ..core.accounting import Accounting
+from ..core.lessons import Tracker
 from ..core.mustsurvive import Item
 from ..core.phase import PhaseState
 from ..core.transcript import TranscriptCursor
@@ -48,6 +49,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     pre_compact_tokens: int | None = None
     compact_injected: str | None = None  # our SessionStart(compact) text, carried by definition
     last_report_id: int = 0  # compaction report waiting for the boundary's post tokens
+    lessons: Tracker = msgspec.field(default_factory=Tracker)  # open failures, signatures hinted
     tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None

@@ -84,6 +84,22 @@ def insert_archive(conn: sqlite3.Connection, row: ArchiveRow) -> tuple[int, bool
     return int(cur.lastrowid or 0), True
 
 
+def upsert_archive_by_uid(conn: sqlite3.Connection, row: ArchiveRow) -> int:
+    """One archive row per (project, uid) whose text follows its source (a ledger page, a lesson).
+
+    The row is updated in place when the text changed; FTS follows by trigger. The hash carries the
+    id so an identical text elsewhere never collides with the unique (project, hash) index.
+    """
+    found = conn.execute("SELECT id, text FROM archive WHERE project = ? AND uid = ?", (row.project, row.uid)).fetchone()
+    if not found:
+        return insert_archive(conn, row)[0]
+    aid = int(found[0])
+    if found[1] != row.text:
+        conn.execute("UPDATE archive SET text = ?, summary = ?, chars = ?, ts = ?, hash = ? WHERE id = ?",
+                     (row.text, row.summary, len(row.text), row.ts, f"{content_hash(row.kind, row.text)}:{aid}", aid))
+    return aid
+
+
 def update_archive_meta(conn: sqlite3.Connection, aid: int, *, summary: str | None = None,
                         category: str | None = None, priority: int | None = None, level: int | None = None) -> None:
     sets, args = [], []

@@ -170,11 +170,26 @@ _COMPACTIONS = [
     "CREATE INDEX IF NOT EXISTS compactions_project ON compactions(project, id)",
 ]
 
+_LESSONS = [
+    """CREATE TABLE IF NOT EXISTS lessons (
+        id INTEGER PRIMARY KEY,
+        project TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        data BLOB NOT NULL,
+        count INTEGER NOT NULL DEFAULT 1,
+        last_seen REAL NOT NULL,
+        archive_id INTEGER
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS lessons_sig ON lessons(project, signature)",
+    "CREATE INDEX IF NOT EXISTS lessons_rank ON lessons(project, count, last_seen)",
+]
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_base", _BASE),
     ("0002_fts_words", _FTS_WORDS),
     ("0003_fts_trigram", _FTS_TRIGRAM),
     ("0004_compactions", _COMPACTIONS),
+    ("0005_lessons", _LESSONS),
 ]
 
 
