@@ -35,7 +35,7 @@ from ..core.events import d, elements_from_hook, s
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..core.paths import validate_session_id
 from ..core.recall_query import RecallQueryError, parse_recall
-from ..core.redact import redact_obj
+from ..core.redact import redact, redact_obj
 from ..protocol import _errors as E
 from ..protocol import _methods as M
 from ..runtime.config import Config
@@ -319,6 +319,8 @@ class Service:
         if not data:
             return None
         st.cursor, delta = T.feed(st.cursor, data)
+        if self.cfg.redact:
+            delta = _redact_delta(delta)
         if delta.model:
             st.model = delta.model
         if delta.first_usage is not None and st.system_tokens is None:
@@ -608,6 +610,18 @@ def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     else:
         out.append(f"Working zone at {pct * 100:.0f}%: no action needed")
     return out
+
+
+def _redact_delta(delta: T.TranscriptDelta) -> T.TranscriptDelta:
+    """Transcripts hold secrets too: redact every text a delta carries before it is kept anywhere."""
+    def red(text: str) -> str:
+        return redact(text)[0] if text else text
+
+    delta.elements = [msgspec.structs.replace(e, text=red(e.text), command=red(e.command) if e.command else e.command)
+                      for e in delta.elements]
+    delta.compact_summaries = [red(x) for x in delta.compact_summaries]
+    delta.injected = [msgspec.structs.replace(i, text=red(i.text)) for i in delta.injected]
+    return delta
 
 
 def _label(a: dict[str, Any]) -> str:
