@@ -4,7 +4,8 @@ Rules:
 - Input is the (already redacted) payload dict exactly as Claude Code sent it; any field may be
   missing or have the wrong type. Nothing here raises on a payload: wrong shapes yield no text.
 - Each searchable piece becomes an :class:`Element` with a readable rendering: prompts, tool inputs
-  and outputs, errors, assistant messages, compact summaries. PreToolUse and PostToolBatch repeat
+  and outputs, errors, assistant messages, compact summaries. The SubagentStop of compaction's own
+  agent (``agent_type: ""``) contributes nothing: its reply is the summary PostCompact carries. PreToolUse and PostToolBatch repeat
   what PostToolUse carries, so they contribute nothing (the raw event is still stored).
 - Texts are bounded by ``max_chars``; a cut text ends with a marker naming the original size.
 """
@@ -144,6 +145,8 @@ def elements_from_hook(payload: dict[str, Any], *, ts: float, max_chars: int = 2
         out.append((kind, f"{render_tool_input(tool, ti)}\n[error]\n{s(payload.get('error'))}",
                     {"tool": tool, "file_path": s(ti.get("file_path")) or None, "command": cmd or None,
                      "is_error": True, "passed": False if kind is Kind.TEST_RESULT else None}))
+    elif ev == "SubagentStop" and not s(payload.get("agent_type")):
+        pass  # compaction's internal agent: its reply is the summary, archived once from PostCompact
     elif ev in ("Stop", "SubagentStop"):
         msg = s(payload.get("last_assistant_message"))
         if msg:
