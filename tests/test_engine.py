@@ -313,3 +313,19 @@ def test_tests_green_after_red_is_a_boundary(daemon: Any) -> None:
     out = s.tool("Bash", {"command": "pytest -q"}, {"stdout": "5 passed in 0.2s", "stderr": ""})
     assert "/compact" in out.get("systemMessage", "")
     assert "systemMessage" not in s.prompt("thanks")
+
+
+def test_emergency_ledger_when_autocompact_is_near(daemon: Any) -> None:
+    """Near Claude Code's auto-compact point with no boundary in sight: an emergency ledger is written
+    first, then the user is advised once; status carries the same advice."""
+    s = Session(daemon, sid="eeee0000-2222-3333-4444-555555555555")
+    s.usage(20_000)
+    s.prompt("We decided to keep the v1 API. Let's implement the exporter")
+    s.tool("Edit", {"file_path": str(s.project / "exporter.py"), "old_string": "a", "new_string": "b"})
+    s.usage(160_000)  # 7,000 tokens before 167,000
+    out = s.prompt("continue")
+    assert "emergency ledger written" in out.get("systemMessage", "")
+    pages = ledgers(s.project, s.sid)
+    assert pages and "emergency" in (s.project / "docs/memory/sessions" / s.sid / pages[-1]).read_text().lower()
+    assert "systemMessage" not in s.prompt("and more")
+    assert any("auto-compaction is 7,000 tokens away" in a for a in s.status()["advice"])

@@ -86,6 +86,14 @@ class Service:
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
 
+    async def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Side work awaited in the request (ordering matters) that must still never fail it."""
+        try:
+            return await fn(*args)
+        except Exception:  # noqa: BLE001
+            log.exception("side_work_failed", job=getattr(fn, "__name__", "?"))
+            return None
+
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run side work after the reply; it must never fail the request."""
         async def guarded() -> None:
@@ -269,10 +277,13 @@ class Service:
 
         # After commit: side work and the answer.
         if ended_phase is not None:
+            # Ledger first, then the advice: a /compact at this boundary loses nothing the ledger lacks.
             n, name, started = ended_phase
-            self.spawn(self.ledgers.write_phase, st.session, st.project, n, name, started, now, "phase switch")
+            written = await self._guarded(self.ledgers.write_phase, st.session, st.project, n, name, started, now,
+                                          "phase switch")
+            why = f"phase switch {name} → {phase_now}" + ("; ledger written" if written else "")
             self._advise(st, f"phase:{phase_now}:{now:.0f}",
-                         R.render_compact_advice(phase_now, await self._pending_texts(st), f"phase switch {name} → {phase_now}; ledger written"))
+                         R.render_compact_advice(phase_now, await self._pending_texts(st), why))
         if event == "SessionEnd":
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "session end")
@@ -286,6 +297,19 @@ class Service:
             self._advise(st, f"level:{int(budget.level)}:{st.compactions}",
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
                                                  f"Working zone at {budget.working_pct * 100:.0f}% (level {_level_name(budget.level)})"))
+        # After the level advice: the more urgent one wins the single advice slot.
+        if (budget is not None and st.emergency_at != st.compactions
+                and budget.tokens_to_autocompact <= max(10_000, budget.window * 3 // 100)):
+            # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
+            # Claude Code's summary drops is still in L2/L3.
+            st.emergency_at = st.compactions
+            await self._guarded(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
+                                st.phase_started, now, "emergency checkpoint: auto-compaction is near")
+            self.spawn(self.ledgers.write_decisions, st.project)
+            self._advise(st, f"near:{st.compactions}",
+                         R.render_compact_advice(phase_now, await self._pending_texts(st),
+                                                 f"auto-compaction is {budget.tokens_to_autocompact:,} tokens away;"
+                                                 " emergency ledger written"))
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
             await self._compress(st, Level.L1_L2, now, precompact=True)
@@ -596,19 +620,32 @@ class Service:
 
 
 def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
-    """Release advice (the chapter's decision tree), most relevant first."""
-    out: list[str] = []
+    """Release advice following the chapter's decision tree, most relevant first.
+
+    Need the earlier work? No: /clear (free, cleanest). Yes, but the last steps went wrong: /rewind
+    (cache-friendly). Yes: /compact <focus> at a boundary you choose. Large reads: a subagent, so only
+    its summary enters the window.
+    """
     if b is None:
         return ["no usage figures yet (the transcript has no assistant response)"]
-    pct = b.working_pct
-    if b.tokens_to_autocompact <= max(1, b.window // 20):
-        out.append(f"auto-compaction is {b.tokens_to_autocompact:,} tokens away: run /compact <focus> now, at a boundary you choose")
+    out: list[str] = []
+    pct = b.working_pct * 100
+    focus = f"/compact keep the {st.phase.phase} work"
+    if b.tokens_to_autocompact <= max(10_000, b.window * 3 // 100):
+        out.append(f"auto-compaction is {b.tokens_to_autocompact:,} tokens away: {focus} now, at a boundary you choose")
+    recent = st.tests[-4:]
+    if sum(1 for t in recent if t.startswith("FAIL")) >= 3:
+        out.append("the last test runs keep failing: /rewind to before the wrong turn is cheaper than carrying it")
+    if st.phase.phase == "planning" and st.phase_index > 1 and b.level >= Level.L0_L1:
+        out.append("a new task after finished work: /clear if it is unrelated (free; project memory carries over)")
     if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct * 100:.0f}%: /compact focus on {st.phase.phase} work to continue; "
-                   "/clear if the next task is unrelated; /rewind if the last steps went the wrong way")
-        out.append("large reads or searches: delegate them to a subagent so only its summary enters the window")
-    else:
-        out.append(f"Working zone at {pct * 100:.0f}%: no action needed")
+        out.append(f"Working zone at {pct:.0f}% ({_level_name(b.level)}): {focus} to continue")
+    big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
+    if big:
+        out.append(f"large reads ({big[0].label}: {big[0].tokens:,} tokens) cost every turn: "
+                   "delegate such reads to a subagent so only its summary enters the window")
+    if not out:
+        out.append(f"Working zone at {pct:.0f}%: no action needed")
     return out
 
 

@@ -38,6 +38,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     boundary_ts: float = 0.0  # time of the last compaction boundary seen
     boundary_archive_id: int = 0  # archive ids above this belong to the current window
     compactions: int = 0
+    emergency_at: int = -1  # value of ``compactions`` when the last emergency ledger was written
     pending_advice: str | None = None  # a systemMessage waiting for an event that can carry it
     last_advice_key: str | None = None
     last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
