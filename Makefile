@@ -26,9 +26,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-## reliability: the long fault/abuse/privacy runs (fast ones are part of `make test`)
+## reliability: the whole reliability matrix with long trials and soaks (fast tier also runs in `make test`); figures in bench/results/reliability.jsonl
 reliability: $(STAMP)
-	CTXLIFED_RELIABILITY=long $(PY) -m pytest -q -m slow tests/reliability
+	CTXLIFED_RELIABILITY=long $(PY) -m pytest -q tests/reliability
 
 clean:
 	rm -rf $(VENV) .cache build dist src/*.egg-info

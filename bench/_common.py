@@ -30,9 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 CACHE = BENCH / ".cache"
-SHIM = ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
+SRC = Path(os.environ.get("CTXLIFED_BENCH_SRC") or ROOT / "src").resolve()
+SHIM = SRC / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
 PY = sys.executable
-FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", ROOT.parent / "shared" / "fixtures" / "claude-code"))
+FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", "") or next(
+    (p for p in (ROOT / "tests" / "fixtures" / "claude-code", ROOT.parent / "shared" / "fixtures" / "claude-code")
+     if p.is_dir()), ROOT / "tests" / "fixtures" / "claude-code"))
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
@@ -134,6 +137,13 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def n_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -224,6 +234,9 @@ class Daemon:
 
     def fds(self) -> int:
         return n_fds(self.pid)
+
+    def cpu_s(self) -> float:
+        return cpu_s(self.pid)
 
     def __enter__(self) -> Daemon:
         return self.start()

@@ -25,7 +25,7 @@ from _text import PHASES, TextGen
 from ctxlifed.store import schema
 from ctxlifed.store.ops import content_hash
 
-VERSION = 1
+VERSION = 2
 BATCH = 5000
 SEED = 20240611
 PROJECTS = ["/home/dev/project", "/home/dev/webapp", "/home/dev/infra", "/home/dev/tools", "/home/dev/notes",

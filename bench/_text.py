@@ -83,21 +83,82 @@ PHASES = ["planning", "design", "implementation", "testing", "review"]
 TOOLS = ["Bash", "Read", "Edit", "Write", "Grep", "Glob"]
 
 
-def _zipf_weights(n: int, s: float = 1.05) -> list[float]:
+def _zipf_weights(n: int, s: float = 1.0) -> list[float]:
     return [1.0 / (r ** s) for r in range(1, n + 1)]
+
+
+_SYL = """ba be bi bo bu ca ce ci co cu da de di do du fa fe fi fo ga ge gi go ha he hi ho ka ke ki ko la le
+li lo lu ma me mi mo mu na ne ni no nu pa pe pi po pu ra re ri ro ru sa se si so su ta te ti to tu va ve vi
+vo za ze zi zo tra tre tri tro pla ple pli plo stra ster con com pro per for ver ing ion ent ant ous ble
+""".split()
+# Common Chinese characters for the long tail of 2-character words (鉴 deliberately absent).
+_ZH_CHARS = """的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说
+产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开
+它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结
+解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统
+接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处队南给色光门即保治北造百规热领七海口东导器压志
+世金增争济阶油思术极交受联什认六共权收证改清己美再采转更单风切打白教速花带安场身车例真务具万每目至达走积示议声报斗完类
+八离华名确才科张信马节话米整空元况今集温传土许步群广石记需段研界拉林律叫且究观越织装影算低持音众书布复容儿须际商非验连
+断深难近矿千周委素技备半办青省列习响约支般史感劳便团往酸历市克何除消构府称太准精值号率族维划选标写存候毛亲快效斯院查江
+型眼王按格养易置派层片始却专状育厂京识适属圆包火住调满县局照参红细引听该铁价严""".replace("\n", "")
+# Query terms get fixed ranks, hence controlled frequencies (see bench_recall.QUERIES).
+PLACED_EN = {"error": 45, "connection": 150, "timeout": 400, "database": 800, "checkpoint": 2000,
+             "semaphore": 4000, "tokenizer": 8000, "get_user": 12000, "rollback": 1200, "locked": 600}
+PLACED_ZH = {"缓存": 30, "部署": 300, "令牌": 1500}
+
+
+def _vocab(n_pseudo: int = 24000) -> list[str]:
+    """English head, then technical words, identifiers and pseudo-words in a fixed shuffled order."""
+    rng = random.Random(99)
+    pseudo: set[str] = set()
+    while len(pseudo) < n_pseudo:
+        w = "".join(rng.choice(_SYL) for _ in range(rng.randint(2, 4)))
+        if rng.random() < 0.15:  # identifiers: snake_case or camelCase of two pseudo-words
+            v = "".join(rng.choice(_SYL) for _ in range(rng.randint(2, 3)))
+            w = f"{w}_{v}" if rng.random() < 0.6 else w + v.capitalize()
+        pseudo.add(w)
+    rest = [w for w in dict.fromkeys(EN[40:] + TECH + IDENTS + sorted(pseudo)) if w not in PLACED_EN]
+    rng.shuffle(rest)
+    # Plain English and technical words stay in the first few thousand ranks.
+    common = [w for w in rest if w in set(EN) | set(TECH)]
+    tail = [w for w in rest if w not in set(common)]
+    words = EN[:40] + common + tail
+    for w, rank in sorted(PLACED_EN.items(), key=lambda kv: kv[1]):
+        words.insert(rank - 1, w)
+    return words
+
+
+def _zh_vocab() -> list[str]:
+    rng = random.Random(98)
+    chars = [c for c in dict.fromkeys(_ZH_CHARS) if c.strip() and c != "鉴"]
+    extra: set[str] = set()
+    while len(extra) < 4000:
+        extra.add(rng.choice(chars) + rng.choice(chars))
+    head = [w for w in ZH_WORDS if w not in PLACED_ZH]
+    tail = sorted(extra - set(ZH_WORDS) - set(PLACED_ZH))
+    rng.shuffle(tail)
+    words = head + tail
+    for w, rank in sorted(PLACED_ZH.items(), key=lambda kv: kv[1]):
+        words.insert(rank - 1, w)
+    assert not any("鉴" in w for w in words)
+    return words
+
+
+_VOCAB: list[str] | None = None
+_ZH: list[str] | None = None
 
 
 class TextGen:
     def __init__(self, seed: int = 1234, jianquan_rate: float = 0.003) -> None:
+        global _VOCAB, _ZH
+        if _VOCAB is None or _ZH is None:
+            _VOCAB, _ZH = _vocab(), _zh_vocab()
         self.rng = random.Random(seed)
         self.jianquan_rate = jianquan_rate
-        # Function words lead (like real English), technical words fill the middle ranks.
-        head, tail = EN[:40], EN[40:]
-        mid = [w for pair in zip(TECH, tail, strict=False) for w in pair] + TECH[len(tail):] + tail[len(TECH):]
-        self.words = head + mid
+        self.words = _VOCAB
         self.cum_en = _cum(_zipf_weights(len(self.words)))
-        self.zh_words = ZH_WORDS[:]
-        self.cum_zh = _cum(_zipf_weights(len(self.zh_words), 0.9))
+        self.zh_words = _ZH
+        self.cum_zh = _cum(_zipf_weights(len(self.zh_words)))
         self.kinds = [k for k, _ in KINDS]
         self.cum_kinds = _cum([w for _, w in KINDS])
 
@@ -108,8 +169,6 @@ class TextGen:
     def sentence(self) -> str:
         n = self.rng.randint(6, 22)
         ws = self.rng.choices(self.words, cum_weights=self.cum_en, k=n)
-        if self.rng.random() < 0.3:
-            ws[self.rng.randrange(n)] = self.rng.choice(IDENTS)
         return ws[0].capitalize() + " " + " ".join(ws[1:]) + self.rng.choice([".", ".", ".", "?", ":"])
 
     def prose(self, n_chars: int) -> str:
@@ -147,7 +206,7 @@ class TextGen:
     def _fill(self, tpl: str) -> str:
         r = self.rng
         return tpl.format(
-            i=r.choice(IDENTS), w=self.word(), a=self.word(), b=self.word(), C=self.word().capitalize() + "Store",
+            i=self.word(), w=self.word(), a=self.word(), b=self.word(), C=self.word().capitalize() + "Store",
             s=self.sentence(), n=r.randint(1, 999), m=r.randint(0, 99), f=round(r.random() * 30, 2))
 
     def code(self, n_chars: int) -> str:
@@ -196,18 +255,18 @@ class TextGen:
             text = (self.zh(self.size(40, 10, 200), jq) if zh else self.sentence())
         elif kind == "code_change":
             tool = r.choice(["Edit", "Write"])
-            file_path = f"/home/dev/project/src/{r.choice(IDENTS)}.{'py' if r.random() < 0.6 else 'ts'}"
+            file_path = f"/home/dev/project/src/{self.word()}.{'py' if r.random() < 0.6 else 'ts'}"
             text = f"{tool}: {file_path}\n" + self.code(self.size(700, 80, 8000))
             if zh:
                 text += "\n# " + self.zh(60, jq)
         else:  # tool, test_result, error
             tool = "Bash" if kind in ("test_result", "error") else r.choice(TOOLS)
             if tool == "Read":
-                file_path = f"/home/dev/project/src/{r.choice(IDENTS)}.py"
+                file_path = f"/home/dev/project/src/{self.word()}.py"
                 text = f"Read: {file_path}\n" + self.code(self.size(1200, 80, 12000))
             elif tool in ("Grep", "Glob"):
                 text = f"{tool}: {self.word()}\n" + "\n".join(
-                    f"src/{r.choice(IDENTS)}.py:{r.randint(1, 900)}: {self.sentence()}" for _ in range(r.randint(1, 20)))
+                    f"src/{self.word()}.py:{r.randint(1, 900)}: {self.sentence()}" for _ in range(r.randint(1, 20)))
             else:
                 text = self.shell(self.size(800, 60, 12000))
             if zh:

@@ -105,18 +105,16 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
     try:
         env_w = daemon_env(base_w)
         env_c = daemon_env(base_c)
-        proj_w = base_w / "proj"
-        proj_c = base_c / "proj"
-        for p in (proj_w, proj_c):
-            (p / ".git").mkdir(parents=True)
+        proj_w = base_w / "proj"  # both sides work in the same project: the store copies hold its history
+        (proj_w / ".git").mkdir(parents=True)
         log(f"  hook: history of {history} events, then {rounds} interleaved rounds")
         d = Daemon(base_w, env_w).start()
         _history(d, proj_w, history)
         d.stop()
-        # The cold side starts from the same store (paths inside it point at proj_w; same shape).
+        # The cold side starts from a copy of the same store.
         shutil.copytree(d.data_dir, Path(env_c["CTXLIFED_DATA_DIR"]), dirs_exist_ok=True)
         d = Daemon(base_w, env_w).start()
-        warm, cold = Side(base_w, env_w, proj_w), Side(base_c, env_c, proj_c)
+        warm, cold = Side(base_w, env_w, proj_w), Side(base_c, env_c, proj_w)
         # Create both measurement sessions (not counted), and warm the daemon's code paths.
         for side, cmd in ((warm, [PY, "-I", "-S", str(SHIM)]), (cold, [PY, str(COLD)])):
             p = msgspec.json.encode(adapt(sample("SessionStart:startup"), side.sid, str(side.proj), str(side.transcript)))
@@ -129,7 +127,7 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
         times: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
         per_round: list[dict[tuple[str, str], float]] = []
         rng = random.Random(42)
-        bad = 0
+        bad: dict[str, int] = {}
         shim_sent = 0
         for r in range(rounds):
             order = variants[:]
@@ -141,14 +139,10 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
                 elif kind == "shim":
                     ms, out, rc = _timed([PY, "-I", "-S", str(SHIM)], warm.payload(ev, r), env_w)
                     shim_sent += 1
-                    if ev == "SessionStart" and not out:
-                        bad += 1
                 else:
                     ms, out, rc = _timed([PY, str(COLD)], cold.payload(ev, r), env_c)
-                    if ev == "SessionStart" and not out:
-                        bad += 1
-                if rc != 0:
-                    bad += 1
+                if rc != 0 or (ev == "SessionStart" and kind != "bare" and not out):
+                    bad[f"{kind}.{ev}"] = bad.get(f"{kind}.{ev}", 0) + 1
                 times[(kind, ev)].append(ms)
                 row[(kind, ev)] = ms
             per_round.append(row)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -22,7 +23,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_info, write_result  # noqa: E402
+
+def _early_src(argv: list[str]) -> None:
+    """``--src DIR``: measure another source tree (e.g. a snapshot of HEAD for before/after).
+    Set before anything imports ctxlifed; child processes get it through PYTHONPATH."""
+    for i, a in enumerate(argv):
+        if a == "--src" and i + 1 < len(argv) or a.startswith("--src="):
+            src = str(Path(a.split("=", 1)[1] if "=" in a else argv[i + 1]).resolve())
+            os.environ["CTXLIFED_BENCH_SRC"] = src
+            os.environ["PYTHONPATH"] = src + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+            sys.path.insert(1, src)
+
+
+_early_src(sys.argv[1:])
+
+from _common import SRC, machine_info, write_result  # noqa: E402
 
 ORDER = ["shim", "hook", "daemon", "recall", "transcript", "memory"]
 
@@ -31,6 +46,10 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
     return str(v)
+
+
+def _short(note: str, n: int = 110) -> str:
+    return note if len(note) <= n else note[: n - 1] + "…"
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
@@ -43,9 +62,9 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
         for metric, d, unit, note in res.get("rows", []):
             if isinstance(d, dict):
                 lines.append([metric, str(d.get("n", "")), _fmt(d.get("p50", "")), _fmt(d.get("p95", "")),
-                              _fmt(d.get("p99", "")), unit, note])
+                              _fmt(d.get("p99", "")), unit, _short(note)])
             else:
-                lines.append([metric, "", _fmt(d), "", "", unit, note])
+                lines.append([metric, "", _fmt(d), "", "", unit, _short(note)])
     widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h) for i, h in enumerate(head)]
     print()
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
@@ -63,13 +82,22 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", choices=[[], *ORDER] and ORDER + [], metavar="name",
-                    help=f"benchmarks to run (default: all): {' '.join(ORDER)}")
+    ap.add_argument("names", nargs="*", metavar="name", help=f"benchmarks to run (default: all): {' '.join(ORDER)}")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
+    ap.add_argument("--src", help="source tree to measure (default: this checkout's src/)")
+    ap.add_argument("--tag", default="", help="suffix for the result files (e.g. 'before')")
     args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in ORDER]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {' '.join(ORDER)}")
     names = [n for n in ORDER if n in (args.names or ORDER)]
     machine = machine_info()
     print(f"ctxlifed bench ({'quick' if args.quick else 'full'}): {', '.join(names)}")
+    import ctxlifed
+
+    machine["source"] = str(Path(ctxlifed.__file__).resolve().parent.parent)
+    assert Path(machine["source"]) == SRC, (machine["source"], SRC)
+    print(f"source: {machine['source']}")
     print(f"machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['ram_gib']} GiB, Python {machine['python']},"
           f" SQLite {machine['sqlite']}, load {machine['loadavg_at_start']}")
     results: dict[str, dict[str, Any]] = {}
@@ -88,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         res["quick"] = args.quick
         res["machine"] = machine
         results[name] = res
-        path = write_result(name + ("-quick" if args.quick else ""), {"name": name, **res})
+        path = write_result(name + ("-quick" if args.quick else "") + (f"-{args.tag}" if args.tag else ""),
+                            {"name": name, **res})
         print(f"   done in {res['seconds']}s -> {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
     print_table(results)
     if failed:

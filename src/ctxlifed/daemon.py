@@ -8,14 +8,22 @@ Rules:
   A second signal forces an immediate exit.
 - The daemon exits by itself when its socket file was removed or replaced (another daemon or a
   user's ``rm``): a daemon nobody can reach must not linger.
-- Never a traceback on a client's wire; logs are JSON lines unless stderr is a tty.
+- Never a traceback on a client's wire; logs are JSON lines unless stderr is a tty. Tracebacks in
+  the log carry no local variables: locals hold hook payloads, which may hold secrets.
+- Descriptor budget (ssh-agent): at most ``RLIMIT_NOFILE - FD_RESERVE`` connections, so a flood
+  meets the connection cap (eviction, ``busy``) before the process runs out of descriptors.
+- Housekeeping (every ``SPOOL_POLL_S``): socket ownership, spool ingestion, a changed free-space
+  mark or size cap from a reloaded config, a passive checkpoint every ``CHECKPOINT_S``, and
+  retention (``service.retention``) at start and every ``retention_interval_s``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
+import sqlite3
 import sys
 import time
 from typing import Any
@@ -32,6 +40,7 @@ from .runtime.dirs import ensure_data_dir, ensure_private_dir
 from .runtime.lock import acquire_lock, bind_unix, owns_socket, unlink_if_owned
 from .runtime.paths import Paths
 from .server.listener import Limits, Server
+from .service import retention
 from .service.app import Service
 from .store.db import Readers, StorageFullError, Writer
 
@@ -40,6 +49,8 @@ log = structlog.get_logger("ctxlifed")
 GRACE_S = 10.0
 OWNERSHIP_CHECK_S = 2.0
 SPOOL_POLL_S = 1.0
+CHECKPOINT_S = 30.0
+FD_RESERVE = 32  # database (writer + readers: db, wal, shm), listener, lock, log, watcher, transcripts
 
 
 def configure_logging(*, json: bool | None = None, level: int = logging.INFO) -> None:
@@ -51,7 +62,10 @@ def configure_logging(*, json: bool | None = None, level: int = logging.INFO) ->
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if json:
-        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+        from structlog.tracebacks import ExceptionDictTransformer
+
+        no_locals = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
+        processors += [no_locals, structlog.processors.JSONRenderer()]
     else:
         processors += [structlog.dev.ConsoleRenderer(colors=False)]
     structlog.configure(
@@ -63,9 +77,32 @@ def configure_logging(*, json: bool | None = None, level: int = logging.INFO) ->
 
 
 def translate(exc: BaseException) -> E.RpcError | None:
+    """Map known failures below the service to typed errors (anything else is -32603)."""
     if isinstance(exc, StorageFullError):
         return E.StorageFull(f"storage full: {exc}; the event was not stored (the shim spools it)")
+    if isinstance(exc, OverflowError):
+        # An integer parameter beyond SQLite's 64-bit range (e.g. recall --id 99999999999999999999).
+        return E.InvalidParams("a number in the request is out of range (64-bit signed integers only)")
+    if isinstance(exc, sqlite3.OperationalError):
+        name = getattr(exc, "sqlite_errorname", "")
+        if name == "SQLITE_INTERRUPT":
+            return E.Busy("the query ran past its deadline; narrow it (a project, a session, more words)")
+        if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            return E.Busy("the store is busy; retry")
+        if name == "SQLITE_FULL":
+            return E.StorageFull(f"storage full: {exc}")
     return None
+
+
+def fd_budget(max_connections: int) -> int:
+    """Connections allowed by the descriptor limit (``RLIMIT_NOFILE - FD_RESERVE``, at least 4)."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return max_connections
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return max(4, min(max_connections, soft - FD_RESERVE))
 
 
 class Daemon:
@@ -97,11 +134,12 @@ class Daemon:
         ensure_data_dir(self.paths.data_dir)
         socks = self._listeners()
         t0 = time.monotonic()
-        self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20)
+        self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
+                             max_bytes=self.cfg.max_db_mb << 20)
         self.readers = Readers(self.paths.db)
         self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0)
         limits = Limits(max_frame=self.cfg.max_frame, max_batch=self.cfg.max_batch,
-                        max_connections=self.cfg.max_connections, idle_timeout_s=self.cfg.idle_timeout_s,
+                        max_connections=fd_budget(self.cfg.max_connections), idle_timeout_s=self.cfg.idle_timeout_s,
                         request_timeout_s=self.cfg.request_timeout_s)
 
         async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
@@ -128,24 +166,32 @@ class Daemon:
                 systemd.notify(f"READY=1\nSTATUS=serving on {self.paths.socket}\nMAINPID={os.getpid()}")
                 task_status.started(self)
                 await svc.stop_requested.wait()
-                await self._stop(listeners)
+                await self._stop(listeners, tg)
                 tg.cancel_scope.cancel()
         finally:
             self._close()
         return 0
 
-    async def _stop(self, listeners: list[Any]) -> None:
+    async def _stop(self, listeners: list[Any], tg: anyio.abc.TaskGroup) -> None:
         systemd.notify("STOPPING=1")
-        log.info("stopping", in_flight=self.server.in_flight if self.server else 0)
-        if self.server is not None:
-            self.server.accepting = False
+        t0 = time.monotonic()
+        server = self.server
+        log.info("stopping", in_flight=server.in_flight if server else 0, connections=server.active if server else 0)
+        drained = 0
+        if server is not None:
+            server.begin_stop()
+            for lst in listeners:  # connections already queued were sent before we stopped: answer them
+                drained += await server.drain_backlog(lst, tg)
         for lst in listeners:
             try:
                 await lst.aclose()
             except Exception:  # noqa: BLE001
                 pass
-        if self.server is not None:
-            await self.server.wait_idle(GRACE_S)
+        idle = True
+        if server is not None:
+            idle = await server.wait_idle(GRACE_S)
+        log.info("drained", backlog=drained, clean=idle, ms=round((time.monotonic() - t0) * 1000, 1),
+                 left_in_flight=server.in_flight if server else 0)
 
     def _close(self) -> None:
         if self.writer is not None:
@@ -174,17 +220,35 @@ class Daemon:
     async def _housekeeping(self, tg: anyio.abc.TaskGroup) -> None:
         assert self.service is not None and self.writer is not None
         last_cp = time.monotonic()
+        last_retention: float | None = None
         while True:
             await anyio.sleep(SPOOL_POLL_S)
             if not self.activated and self.ident is not None and not owns_socket(self.paths.socket, self.ident):
                 log.warning("socket_lost", socket=self.paths.socket, action="exiting")
                 self.service.stop_requested.set()
                 return
+            cfg = self.service.cfg  # the watcher swaps in a reloaded config
+            try:
+                await self.writer.set_limits(min_free_bytes=cfg.min_free_mb << 20, max_bytes=cfg.max_db_mb << 20)
+            except Exception:  # noqa: BLE001
+                log.exception("limits_update_failed")
             try:
                 await self.service.ingest_spool()
             except Exception:  # noqa: BLE001
                 log.exception("spool_ingest_failed")
-            if time.monotonic() - last_cp > 30:
+            now = time.monotonic()
+            if (cfg.retention_days or cfg.max_project_mb) and (
+                    last_retention is None or now - last_retention >= cfg.retention_interval_s):
+                last_retention = now
+                try:
+                    report = await retention.enforce(self.writer, cfg, now=self.service.clock())
+                    if report.deleted:
+                        log.info("retention", **report.as_log())
+                except StorageFullError:
+                    log.warning("retention_deferred", reason="storage_full")
+                except Exception:  # noqa: BLE001
+                    log.exception("retention_failed")
+            if now - last_cp > CHECKPOINT_S:
                 try:
                     await self.writer.checkpoint("PASSIVE")
                 except Exception:  # noqa: BLE001

@@ -11,9 +11,17 @@ Rules:
   fault is never exit 2 and never prints.
 - Stdout carries exactly what the daemon said to print, nothing else. Diagnostics never go to
   stdout; there are none on stderr either (Claude Code shows stderr of failing hooks).
-- No event is lost for want of a daemon: if the daemon is absent or does not acknowledge in time,
-  the event is appended to a bounded per-user spool file that the daemon ingests later; each
-  request carries a random id so an event both spooled and later processed is stored once.
+- No event is lost for want of a daemon: unless the daemon acknowledged the event (a result for
+  this request's id) or refused it for good (any other error for this id), the event is appended to
+  a bounded per-user spool file that the daemon ingests later. So: absent, hung, slow, reset,
+  garbage or a reply for another id, and the "not now" errors (``storage_full``, ``busy``,
+  ``shutting_down``) all spool. Each request carries a random id, so an event both spooled and
+  later processed is stored once.
+- The spool is a store too: before a payload is written to it, secrets are redacted with the
+  daemon's own rules (``core/redact.py``, loaded from the installed package next to this file, only
+  on this rare path), unless ``CTXLIFED_REDACT=0``. If the rules cannot be loaded (a copy of this
+  file outside the package), the payload is spooled as is: the daemon redacts it on ingestion, and
+  the spool file is 0600 in a 0700 folder.
 - Daemon absent (ENOENT / ECONNREFUSED): start it fully detached (new session, stdio on /dev/null,
   no inherited descriptors) so Claude Code's pipe closes as soon as this process exits.
 """
@@ -27,6 +35,8 @@ SHIM_VERSION = "1"
 MAX_PAYLOAD = 960 * 1024  # stays under the daemon's 1 MiB frame cap with the envelope
 MAX_REPLY = 1 << 20
 MAX_STDIN = 64 << 20
+# Daemon errors meaning "not stored, try later" (protocol/_errors.py): storage_full, busy, shutting_down.
+RETRY_LATER = (-32000, -32001, -32002)
 SPOOL_MAX = int(os.environ.get("CTXLIFED_SPOOL_MAX", str(64 << 20)) or 0)
 
 
@@ -72,7 +82,33 @@ def _shrink(payload):
         limit //= 4
 
 
+def _redacted(payload):
+    """``payload`` with secrets redacted by core/redact.py, or unchanged if that is not possible."""
+    if os.environ.get("CTXLIFED_REDACT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return payload
+    try:
+        import importlib.util
+        import json
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        for rel in (("..", "core", "redact.py"), ("..", "..", "core", "redact.py")):
+            path = os.path.normpath(os.path.join(here, *rel))
+            if not os.path.isfile(path):
+                continue
+            spec = importlib.util.spec_from_file_location("_ctxlifed_redact", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            obj, n = mod.redact_obj(json.loads(payload))
+            if not n:
+                return payload
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    except Exception:
+        pass
+    return payload
+
+
 def _spool(rid, payload):
+    payload = _redacted(payload)
     try:
         d = _data_dir()
         os.makedirs(d, mode=0o700, exist_ok=True)
@@ -128,8 +164,18 @@ def _exchange(path, frame, deadline):
     """Send one frame and return the reply line, or raise on any fault or at the deadline."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.settimeout(max(0.001, deadline - time.monotonic()))
-        s.connect(path)
+        while True:
+            s.settimeout(max(0.001, deadline - time.monotonic()))
+            try:
+                s.connect(path)
+                break
+            except (BlockingIOError, InterruptedError):
+                # AF_UNIX: the daemon's listen backlog is full (a burst); retry until the deadline.
+                if time.monotonic() + 0.005 >= deadline:
+                    raise TimeoutError("backlog full") from None
+                s.close()
+                time.sleep(0.005)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.sendall(frame)
         buf = b""
         while b"\n" not in buf:
@@ -149,11 +195,17 @@ def _exchange(path, frame, deadline):
 
 
 def _answer(line, rid):
+    """(stdout, exit code) from a reply; None: acknowledged or refused, print nothing; False: spool."""
     import json
 
     msg = json.loads(line)
-    if not isinstance(msg, dict) or msg.get("id") != rid.decode():
-        return None
+    if not isinstance(msg, dict):
+        return False
+    err = msg.get("error")
+    if isinstance(err, dict) and err.get("code") in RETRY_LATER and msg.get("id") in (rid.decode(), None):
+        return False
+    if msg.get("id") != rid.decode():
+        return False  # not an answer to this event: not acknowledged
     res = msg.get("result")
     if not isinstance(res, dict):
         return None
@@ -199,7 +251,10 @@ def run(data, now=None):
     try:
         got = _answer(line, rid)
     except Exception:
-        got = None
+        got = False  # garbage: not acknowledged
+    if got is False:  # not acknowledged, or the daemon could not store it now: keep it for later
+        _spool(rid, payload)
+        return "", 0
     if got is None:
         return "", 0
     return got

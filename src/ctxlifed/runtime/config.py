@@ -7,7 +7,12 @@ Rules:
 - Environment variables: ``CTXLIFED_ZONES=10/10/65/15``, ``CTXLIFED_THRESHOLDS=60/75/90``,
   ``CTXLIFED_WINDOW``, ``CTXLIFED_INJECT_CAP``, ``CTXLIFED_RECALL_CAP``, ``CTXLIFED_MEMORY_DIR``,
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
-  ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``.
+  ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
+  ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
+  ``CTXLIFED_MAX_CONNECTIONS``.
+- Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
+  writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
+  and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ class Config:
     request_timeout_s: float = 10.0
     transcript_roots: tuple[str, ...] = ()  # empty = ~/.claude/projects and $CLAUDE_CONFIG_DIR/projects
     min_free_mb: int = 64
+    max_db_mb: int = 0  # 0 = no cap; the store refuses writes (storage_full) once it reaches the cap
     archive_max_chars: int = 256 * 1024  # per archived item; more is truncated with a marker
     retention_days: int = 0  # 0 = keep forever
     max_project_mb: int = 0  # 0 = unbounded
+    retention_interval_s: float = 3600.0  # retention runs at start and then this often
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -69,6 +76,14 @@ def _validate(c: Config) -> None:
         raise ValueError("caps must be at least 50 tokens")
     if c.max_frame < 4096:
         raise ValueError("max_frame must be at least 4096 bytes")
+    if c.idle_timeout_s <= 0 or c.request_timeout_s <= 0:
+        raise ValueError("timeouts must be positive")
+    if c.max_connections < 1 or c.max_batch < 1:
+        raise ValueError("max_connections and max_batch must be at least 1")
+    if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb) < 0:
+        raise ValueError("sizes and days must not be negative")
+    if c.retention_interval_s < 1:
+        raise ValueError("retention_interval_s must be at least 1 second")
 
 
 _FILE_KEYS = {f.name for f in fields(Config)} - {"problems"}
@@ -107,6 +122,11 @@ _ENV = {
     "CTXLIFED_TRANSCRIPT_ROOTS": "transcript_roots",
     "CTXLIFED_MIN_FREE_MB": "min_free_mb",
     "CTXLIFED_WRITE_LEDGERS": "write_ledgers",
+    "CTXLIFED_MAX_DB_MB": "max_db_mb",
+    "CTXLIFED_RETENTION_DAYS": "retention_days",
+    "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",
+    "CTXLIFED_REQUEST_TIMEOUT": "request_timeout_s",
+    "CTXLIFED_MAX_CONNECTIONS": "max_connections",
 }
 
 

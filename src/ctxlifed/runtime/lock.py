@@ -5,6 +5,8 @@ Rules:
   no other live daemon owns the socket, so a leftover socket file is stale and may be unlinked.
 - The kernel releases the flock when a process dies (even kill -9): stale locks need no cleanup.
 - Bind to a temporary name and ``rename`` into place, so clients never see a half-made socket.
+- The listen backlog is deep (1024, capped by the kernel's somaxconn): on AF_UNIX a full backlog
+  fails ``connect`` at once with EAGAIN, so a burst of hooks (parallel tool calls) must fit in it.
 - ``owns_socket`` compares the path's (dev, inode) with what we bound; the daemon exits by itself
   when its socket was removed or replaced.
 """
@@ -45,7 +47,7 @@ def acquire_lock(path: str) -> int:
     return fd
 
 
-def bind_unix(path: str, backlog: int = 128) -> tuple[socket.socket, tuple[int, int]]:
+def bind_unix(path: str, backlog: int = 1024) -> tuple[socket.socket, tuple[int, int]]:
     """Bind a 0600 listening socket at ``path`` atomically; returns it and its (dev, ino)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     if len(os.fsencode(path)) > 103 or len(os.fsencode(tmp)) > 107:

@@ -128,8 +128,9 @@ class Server:
                 self._log_accept(error=errno.errorcode.get(eno, str(cause or exc)), active=self.active,
                                  hint="descriptor limit reached; closing idle connections and backing off"
                                  if overloaded else "accept failed; retrying")
-                if overloaded:
-                    self._evict_one()
+                if overloaded and self._evict_some(max(8, self.active // 8)):
+                    await anyio.sleep(0.002)  # the evicted connections close and free their descriptors
+                    continue
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
                 continue
@@ -170,19 +171,24 @@ class Server:
         self._check_idle()
 
     def _evict_one(self) -> bool:
+        return self._evict_some(1) == 1
+
+    def _evict_some(self, n: int) -> int:
+        """Close up to ``n`` connections that are doing the least: slow partial frames (oldest first),
+        then idle ones (idle longest first). Never one inside a request."""
         candidates = [c for c in self._conns if not c.busy and c.scope is not None and c.kick is None]
         if not candidates:
-            return False
-        partial = [c for c in candidates if c.frame_started is not None]
-        victim = (min(partial, key=lambda c: c.frame_started or 0.0) if partial
-                  else min(candidates, key=lambda c: c.last_active))
-        victim.kick = "evict"
-        assert victim.scope is not None
-        victim.scope.cancel()
-        self.evicted += 1
-        self._log_evict(active=self.active, reason="partial frame" if partial else "idle",
-                        limit=self.limits.max_connections)
-        return True
+            return 0
+        candidates.sort(key=lambda c: (c.frame_started is None, c.frame_started or c.last_active))
+        victims = candidates[:n]
+        for v in victims:
+            v.kick = "evict"
+            assert v.scope is not None
+            v.scope.cancel()
+        self.evicted += len(victims)
+        self._log_evict(active=self.active, evicted=len(victims), limit=self.limits.max_connections,
+                        reason="partial frame" if victims[0].frame_started is not None else "idle")
+        return len(victims)
 
     # -- one connection ------------------------------------------------------------------------
     async def _connection(self, stream: anyio.abc.SocketStream) -> None:

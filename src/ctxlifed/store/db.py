@@ -67,6 +67,10 @@ def _is_full(exc: sqlite3.Error) -> bool:
     return name == "SQLITE_FULL" or "database or disk is full" in str(exc)
 
 
+def _typed(exc: BaseException) -> BaseException:
+    return StorageFullError(str(exc)) if isinstance(exc, sqlite3.Error) and _is_full(exc) else exc
+
+
 class _Outside:
     """A writer job that must run outside a transaction (checkpoints, VACUUM)."""
 
@@ -209,7 +213,6 @@ class Writer:
                     done((False, exc))  # no-op for the jobs already answered
 
     def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> None:
-        results: list[tuple[bool, Any]] = []
         outside = [job for job in batch if isinstance(job[0], _Outside)]
         if outside:
             batch = [job for job in batch if not isinstance(job[0], _Outside)]
@@ -221,33 +224,45 @@ class Writer:
                 done(res)
             if not batch:
                 return
+        pending = batch
+        while pending:
+            pending = self._run_group(pending)
+
+    def _run_group(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> list[Any]:
+        """One transaction for ``batch``. Returns the jobs to run again in a fresh transaction (when a
+        job's error made SQLite roll the whole transaction back), else []."""
         if self.min_free_bytes and self.free_bytes() < self.min_free_bytes:
             err = StorageFullError(
                 f"free disk space below {self.min_free_bytes // (1 << 20)} MiB on {os.path.dirname(self.path)}"
             )
             for _fn, done in batch:
                 done((False, err))
-            return
+            return []
         try:
             self._begin()
         except sqlite3.Error as exc:
             for _fn, done in batch:
-                done((False, StorageFullError(str(exc)) if _is_full(exc) else exc))
-            return
-        for i, (fn, _done) in enumerate(batch):
+                done((False, _typed(exc)))
+            return []
+        results: list[tuple[bool, Any]] = []
+        for i, (fn, done) in enumerate(batch):
             sp = f"j{i}"
-            self.conn.execute(f"SAVEPOINT {sp}")
             try:
+                self.conn.execute(f"SAVEPOINT {sp}")
                 results.append((True, fn(self.conn)))
                 self.conn.execute(f"RELEASE {sp}")
             except BaseException as exc:  # a job's failure must not poison the group
+                exc = _typed(exc)
+                if not self.conn.in_transaction:
+                    # SQLITE_FULL, IOERR, NOMEM... can roll the whole transaction back: the jobs before
+                    # this one are undone too. Answer this one; run the others again.
+                    done((False, exc))
+                    return batch[:i] + batch[i + 1:]
                 try:
                     self.conn.execute(f"ROLLBACK TO {sp}")
                     self.conn.execute(f"RELEASE {sp}")
                 except sqlite3.Error:
                     pass
-                if isinstance(exc, sqlite3.Error) and _is_full(exc):
-                    exc = StorageFullError(str(exc))
                 results.append((False, exc))
         try:
             self.conn.execute("COMMIT")
@@ -258,10 +273,10 @@ class Writer:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-            err = StorageFullError(str(exc)) if _is_full(exc) else exc
-            results = [(False, err)] * len(batch)
+            results = [(False, _typed(exc))] * len(batch)
         for (_fn, done), res in zip(batch, results, strict=True):
             done(res)
+        return []
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None]) -> None:
         self._q.put((fn, done))

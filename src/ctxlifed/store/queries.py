@@ -3,8 +3,18 @@
 Rules:
 - Reads are short: bounded LIMITs everywhere, no read holds a transaction past its function.
 - User text reaches FTS5 only through ``fts_match_expression`` (every term quoted), so no query
-  can raise an FTS syntax error. 1–2 character CJK terms, which the trigram index cannot match,
-  fall back to ``instr()`` over the filtered rows, capped by ``SCAN_CAP``.
+  can raise an FTS syntax error.
+- Bounded work per search, whatever the archive size: each index ranks only the newest
+  ``RANK_WINDOW`` rows that match and pass the filters (FTS5 walks its doclist newest first and
+  stops there), and the display columns are read for the returned hits only. Below that many
+  matches the result is exactly "all matches ranked"; above it, older matches are reached by a
+  more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP``.
+- 1–2 character CJK terms, which the trigram tokenizer cannot match, are found through it anyway:
+  every occurrence followed by another character lies in a trigram that starts with the term, so
+  the trigram vocabulary's prefix range names them all (``fts5vocab``) and one OR query finds
+  the rows; an occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` rows
+  are also scanned with ``instr()``. Every candidate is confirmed with ``instr()`` (exact match).
+  Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
 - Ranking: FTS rank (bm25) first, then priority, then recency.
 """
 
@@ -15,8 +25,13 @@ from typing import Any
 
 from ..core.recall_query import fts_match_expression, needs_substring_fallback
 
-SCAN_CAP = 200_000  # rows examined by the substring fallback, newest first
+SCAN_CAP = 200_000  # rows examined by a substring scan without an index, newest first
+RANK_WINDOW = 1000  # newest matching rows each index ranks
+SHORT_SCAN = 2000  # newest rows scanned for a 1-2 character CJK term that ends a text
+MAX_PREFIX_TERMS = 4000  # trigram terms OR-ed for one short CJK term (more: the newest rows only)
+TOTAL_CAP = 1000
 WINDOW = 360
+_VOCAB = "temp.ctxlifed_tri_vocab"
 
 
 def _filters(project: str | None, session: str | None, phase: str | None,
@@ -51,10 +66,66 @@ def _row(r: sqlite3.Row | tuple, score: float) -> dict[str, Any]:
     }
 
 
+def _ranked_window(conn: sqlite3.Connection, table: str, expr: str, where: str, args: list[Any],
+                   extra: str, extra_args: list[Any]) -> list[tuple[int, float, int]]:
+    """(id, bm25, priority) of the newest RANK_WINDOW rows of ``table`` matching ``expr`` and the filters."""
+    return conn.execute(
+        f"SELECT a.id, bm25({table}), a.priority FROM {table} JOIN archive a ON a.id = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {where}{extra} ORDER BY {table}.rowid DESC LIMIT {RANK_WINDOW}",
+        (expr, *args, *extra_args)).fetchall()
+
+
+def _tri_terms(conn: sqlite3.Connection, prefix: str) -> list[str]:
+    """Trigram-index terms that start with ``prefix`` (the index folds case)."""
+    sql = f"SELECT term FROM {_VOCAB} WHERE term >= ? AND term < ? LIMIT {MAX_PREFIX_TERMS + 1}"
+    bounds = (prefix, prefix + "\U0010ffff")
+    try:
+        return [r[0] for r in conn.execute(sql, bounds)]
+    except sqlite3.OperationalError:
+        pass
+    # First use on this connection: a temp fts5vocab table (readers are query_only; temp is not the store).
+    ro = conn.execute("PRAGMA query_only").fetchone()[0]
+    try:
+        if ro:
+            conn.execute("PRAGMA query_only=0")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, archive_tri, 'row')")
+    finally:
+        if ro:
+            conn.execute("PRAGMA query_only=1")
+    return [r[0] for r in conn.execute(sql, bounds)]
+
+
+def _short_candidates(conn: sqlite3.Connection, short: list[str], where: str, args: list[Any], extra: str,
+                      extra_args: list[Any], trigram: bool) -> list[tuple[int, int]]:
+    """(id, priority) of rows holding every short CJK term (exact ``instr``), newest first, bounded."""
+    found: dict[int, int] = {}
+    if trigram:
+        key = max(short, key=lambda t: (len(t), t))  # the most selective term drives the index
+        terms = _tri_terms(conn, key.lower())
+        if terms and len(terms) <= MAX_PREFIX_TERMS:
+            expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+            for r in conn.execute(
+                    f"SELECT a.id, a.priority FROM archive_tri JOIN archive a ON a.id = archive_tri.rowid"
+                    f" WHERE archive_tri MATCH ? AND {where}{extra} ORDER BY archive_tri.rowid DESC"
+                    f" LIMIT {RANK_WINDOW}", (expr, *args, *extra_args)):
+                found[r[0]] = r[1]
+        scan = SHORT_SCAN if len(terms) <= MAX_PREFIX_TERMS else SCAN_CAP
+    else:
+        scan = SCAN_CAP
+    # Occurrences that end a text (no trigram starts with them), and the index-less case.
+    lo = conn.execute(f"SELECT min(id) FROM (SELECT a.id FROM archive a WHERE {where} ORDER BY a.id DESC LIMIT {scan})",
+                      args).fetchone()[0]
+    if lo is not None:
+        for r in conn.execute(f"SELECT a.id, a.priority FROM archive a WHERE a.id >= ? AND {where}{extra}",
+                              (lo, *args, *extra_args)):
+            found[r[0]] = r[1]
+    return sorted(found.items(), key=lambda kv: (-kv[1], -kv[0]))
+
+
 def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[str, ...] = (),
            project: str | None = None, session: str | None = None, phase: str | None = None,
            kinds: tuple[str, ...] | None = None, limit: int = 20, trigram: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """Ranked hits and a total (capped at 1000) for a parsed recall query."""
+    """Ranked hits and a total (capped at TOTAL_CAP) for a parsed recall query."""
     limit = max(1, min(limit, 200))
     where, args = _filters(project, session, phase, kinds)
     terms = [t for t in (*words, *phrases) if t.strip()]
@@ -63,7 +134,8 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             f"SELECT {_COLS} FROM archive a WHERE {where} ORDER BY a.priority DESC, a.id DESC LIMIT ?",
             (*args, limit),
         ).fetchall()
-        total = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM archive a WHERE {where} LIMIT 1000)", args).fetchone()[0]
+        total = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM archive a WHERE {where} LIMIT {TOTAL_CAP})",
+                             args).fetchone()[0]
         return [_row(r, 0.0) for r in rows], total
 
     short = [t for t in terms if needs_substring_fallback(t)]
@@ -74,47 +146,50 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
         extra += " AND instr(a.text, ?) > 0"
         extra_args.append(t)
 
-    hits: dict[int, dict[str, Any]] = {}
+    scores: dict[int, float] = {}
     order: list[int] = []
     total = 0
 
-    def take(rows: list[tuple], base: float) -> None:
-        for r in rows:
-            if r[0] not in hits:
-                hits[r[0]] = _row(r, base - (r[11] if len(r) > 11 else 0.0))
-                order.append(r[0])
+    def take(ids_scores: list[tuple[int, float]]) -> None:
+        for i, sc in ids_scores:
+            if i not in scores:
+                scores[i] = sc
+                order.append(i)
 
     expr = fts_match_expression(long_words, long_phrases)
     if expr:
-        cjk = any(_has_cjk(t) for t in (*long_words, *long_phrases))
+        long_terms = (*long_words, *long_phrases)
+        cjk = any(_has_cjk(t) for t in long_terms)
         if not cjk:
-            q = (f"SELECT {_COLS}, bm25(archive_fts) AS r FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
-                 f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY r, a.priority DESC, a.id DESC LIMIT ?")
-            take(conn.execute(q, (expr, *args, *extra_args, limit)).fetchall(), 100.0)
-            total = conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
-                f" WHERE archive_fts MATCH ? AND {where}{extra} LIMIT 1000)", (expr, *args, *extra_args)).fetchone()[0]
-        if trigram and len(order) < limit and all(len(t) >= 3 for t in (*long_words, *long_phrases)):
-            q = (f"SELECT {_COLS}, bm25(archive_tri) AS r FROM archive_tri JOIN archive a ON a.id = archive_tri.rowid"
-                 f" WHERE archive_tri MATCH ? AND {where}{extra} ORDER BY r, a.id DESC LIMIT ?")
-            take(conn.execute(q, (expr, *args, *extra_args, limit)).fetchall(), 50.0)
+            win = _ranked_window(conn, "archive_fts", expr, where, args, extra, extra_args)
+            win.sort(key=lambda r: (r[1], -r[2], -r[0]))
+            take([(r[0], 100.0 - r[1]) for r in win[:limit]])
+            total = min(len(win), TOTAL_CAP)
+        if trigram and len(order) < limit and all(len(t) >= 3 for t in long_terms):
+            win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
+            win.sort(key=lambda r: (r[1], -r[0]))
+            take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
             if not total or cjk:
-                total = max(total, conn.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM archive_tri JOIN archive a ON a.id = archive_tri.rowid"
-                    f" WHERE archive_tri MATCH ? AND {where}{extra} LIMIT 1000)", (expr, *args, *extra_args)).fetchone()[0])
-        if len(order) < limit and (not trigram or any(len(t) < 3 for t in (*long_words, *long_phrases))):
+                total = max(total, min(len(win), TOTAL_CAP))
+        if len(order) < limit and (not trigram or any(len(t) < 3 for t in long_terms)):
             # Terms the indexes cannot serve (no trigram support, or short non-CJK pieces): substring scan.
-            sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len((*long_words, *long_phrases)))
-            q = (f"SELECT {_COLS} FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
-                 f" WHERE {sub}{extra} ORDER BY a.id DESC LIMIT ?")
-            take(conn.execute(q, (*args, *long_words, *long_phrases, *extra_args, limit)).fetchall(), 10.0)
+            sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(long_terms))
+            rows = conn.execute(
+                f"SELECT a.id FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
+                f" WHERE {sub}{extra} ORDER BY a.id DESC LIMIT ?",
+                (*args, *long_terms, *extra_args, limit)).fetchall()
+            take([(r[0], 10.0) for r in rows])
             total = max(total, len(order))
     else:
-        q = (f"SELECT {_COLS} FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
-             f" WHERE 1{extra} ORDER BY a.priority DESC, a.id DESC LIMIT ?")
-        take(conn.execute(q, (*args, *extra_args, limit)).fetchall(), 10.0)
-        total = len(order)
-    result = [hits[i] for i in order[:limit]]
+        cands = _short_candidates(conn, short, where, args, extra, extra_args, trigram)
+        take([(i, 10.0) for i, _p in cands[:limit]])
+        total = min(len(cands), TOTAL_CAP)
+    ids = order[:limit]
+    got = {}
+    if ids:
+        marks = ",".join("?" * len(ids))
+        got = {r[0]: r for r in conn.execute(f"SELECT {_COLS} FROM archive a WHERE a.id IN ({marks})", ids)}
+    result = [_row(got[i], scores[i]) for i in ids if i in got]
     first = terms[0]
     for h in result:
         h["window"] = window(conn, h["id"], first)

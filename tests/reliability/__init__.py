@@ -1,0 +1,1 @@
+"""Reliability, abuse and privacy tests that report figures (see docs/reliability.md)."""
