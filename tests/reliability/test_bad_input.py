@@ -510,16 +510,7 @@ def test_hook_payloads_get_a_clear_answer_and_nothing_is_stored_half(shared: RDa
     assert shared.alive()
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("directory", marks=pytest.mark.xfail(strict=True, reason=(
-        "service/files.py read_from: a directory named *.jsonl passes transcript_allowed, os.pread raises "
-        "IsADirectoryError -> -32603, the event is not stored and every later event of the session fails the same "
-        "way. Fix: fstat the fd and return (b'', -1, False) unless S_ISREG; catch OSError around pread."))),
-    pytest.param("nested_line", marks=pytest.mark.xfail(strict=True, reason=(
-        "core/transcript.py _line: msgspec raises RecursionError (not DecodeError) on a line nested ~1000 deep; "
-        "it escapes feed() -> -32603, the cursor never moves past the line, so the session's events fail for good. "
-        "Fix: catch RecursionError with DecodeError and skip the line as garbled."))),
-])
+@pytest.mark.parametrize("kind", ["directory", "nested_line"])
 def test_transcript_that_breaks_the_reader_costs_no_event(rdaemon: Any, short_tmp: Path, figures: Any, kind: str) -> None:
     """A transcript path that is a directory, or a transcript line nested 5000 deep: the event is still
     answered and stored, and so is the session's next event."""
@@ -542,10 +533,6 @@ def test_transcript_that_breaks_the_reader_costs_no_event(rdaemon: Any, short_tm
     assert 2 == stored
 
 
-@pytest.mark.xfail(strict=True, reason="service/files.py read_from opens a transcript path with a blocking open(): "
-                   "a FIFO named *.jsonl under the transcript roots blocks the worker thread forever, and the "
-                   "session's lock with it (every later event of that session hangs). Fix: open with "
-                   "O_RDONLY|O_NONBLOCK|O_CLOEXEC and refuse anything that fstat() says is not a regular file.")
 def test_fifo_transcript_does_not_wedge_the_session(rdaemon: Any, short_tmp: Path, figures: Any) -> None:
     """A transcript path that is a FIFO is refused at once; the session's next event is answered."""
     d = rdaemon(CTXLIFED_TRANSCRIPT_ROOTS=str(short_tmp))

@@ -185,9 +185,7 @@ def test_forget_removes_rows_index_and_bytes(rdaemon: Any, short_tmp: Path, figu
     seed = _seed_two_projects(d, short_tmp)
     a, b = seed["a"], seed["b"]
     assert grep_files(store_files(d), a["markers"])  # the text really was stored
-    # forget --session cannot yet reach the project's decision log (see the xfail below): its DECISION
-    # marker is measured here but asserted there.
-    checked = a["markers"] if scope == "project" else [m for m in a["markers"] if not m.endswith("DECISION")]
+    checked = a["markers"]
     params = {"session": a["sid"]} if scope == "session" else {"project": a["proj"]}
     t0 = time.monotonic()
     r = d.rpc("forget", params)
@@ -213,12 +211,6 @@ def test_forget_removes_rows_index_and_bytes(rdaemon: Any, short_tmp: Path, figu
     assert db_checks(d.db)["ok"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "forget --session deletes rows WHERE session = ?, but the project's decisions.md index entry (archive kind "
-    "'ledger', session '', written by service/ledger.py write_decisions) quotes that session's decisions, so they "
-    "stay recallable and on disk. Fix (store/ops.py forget): for session scope also delete the items' texts from "
-    "the project's 'ledger' archive rows (or delete those rows and the decisions_written meta key so the log is "
-    "re-derived from what is left)."))
 def test_forget_session_also_forgets_its_decisions_in_the_project_log(rdaemon: Any, short_tmp: Path, figures: Any) -> None:
     """forget --session: the session's decisions are not left recallable through the project's decision log."""
     (short_tmp / "claude").mkdir()
@@ -248,11 +240,6 @@ def test_forget_id_removes_the_item_and_its_index_entry(rdaemon: Any, figures: A
     assert (1, 0, 0) == (r["result"]["archive"], total, fts)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "store/ops.py forget(id=...) deletes only the archive row: the raw event it came from (events.payload) "
-    "and the facts derived from it (items) keep the same text, so the bytes stay in the database. "
-    "Fix: also delete the items whose archive_id is the id and blank/delete the events row of archive.event_id "
-    "(or re-store its payload with the forgotten text replaced)."))
 def test_forget_id_leaves_no_copy_of_the_text(rdaemon: Any, figures: Any) -> None:
     """forget --id: no byte of the item's text is left in the database files."""
     d = rdaemon()
@@ -451,12 +438,6 @@ def test_low_disk_real_tmpfs(rdaemon: Any, short_tmp: Path, figures: Any) -> Non
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "service/app.py _hook_locked mutates the cached SessionState (transcript cursor, phase, files) before the "
-    "writer job; when that job fails (storage_full), the state is not rolled back, so the retried event (from "
-    "the spool) reads the transcript from the advanced cursor and the assistant text of that turn is never "
-    "archived. Fix: work on a copy of the state (msgspec.structs.replace / copy.deepcopy) and put it in "
-    "self.sessions only after writer.run succeeded."))
 def test_transcript_text_survives_a_storage_full_retry(rdaemon: Any, short_tmp: Path, figures: Any) -> None:
     """An event refused with storage_full and retried later still archives its transcript text."""
     roots = short_tmp / "claude"

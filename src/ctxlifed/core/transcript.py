@@ -809,7 +809,7 @@ def _line(state: _State, line: bytes) -> None:
     try:
         rec = _REC_DECODER.decode(line)
         ok = state.handle(rec)
-    except (msgspec.MsgspecError, ValueError, TypeError, AttributeError, KeyError, IndexError):
+    except (msgspec.MsgspecError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError):
         ok = False
     if not ok:
         state.delta.skipped += 1

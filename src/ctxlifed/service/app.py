@@ -198,7 +198,19 @@ class Service:
             await self.writer.run(partial(_store_event_only, row))
             return M.HookResult()
         async with self._lock(sid):
-            return await self._hook_locked(payload, event, sid, project, cwd, now, row)
+            before = self.sessions.get(sid)
+            snapshot = dump(before) if before is not None else None
+            try:
+                return await self._hook_locked(payload, event, sid, project, cwd, now, row)
+            except BaseException:
+                # Nothing was acknowledged: put the session back as it was, so a retry (from the
+                # spool) re-reads the same transcript bytes and re-derives the same state.
+                restored = load(snapshot) if snapshot is not None else None
+                if restored is None:
+                    self.sessions.pop(sid, None)
+                else:
+                    self.sessions[sid] = restored
+                raise
 
     async def _hook_locked(self, payload: dict[str, Any], event: str, sid: str, project: str, cwd: str,
                            now: float, row: ops.EventRow) -> M.HookResult:
@@ -569,7 +581,9 @@ class Service:
     async def forget(self, p: M.ForgetParams) -> M.ForgetResult:
         if p.id is None and p.session is None and p.project is None:
             raise E.InvalidParams("forget needs one of id, session, project")
-        ev, ar = await self.writer.run(partial(ops.forget, id=p.id, session=p.session, project=p.project))
+        ev, ar, texts = await self.writer.run(partial(ops.forget, id=p.id, session=p.session, project=p.project))
+        if texts:
+            await self._guarded(self.ledgers.forget_decisions, texts)
         if p.session:
             self.sessions.pop(p.session, None)
         if p.project:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import tempfile
 
 
@@ -52,19 +53,28 @@ def transcript_allowed(path: str, roots: tuple[str, ...]) -> str | None:
 
 
 def read_from(path: str, offset: int, max_bytes: int) -> tuple[bytes, int, bool]:
-    """Bytes from ``offset`` (at most max_bytes), the file size, and whether it restarted at 0."""
+    """Bytes from ``offset`` (at most max_bytes), the file size, and whether it restarted at 0.
+
+    Only a regular file is read: a directory, FIFO or device named like a transcript gives
+    ``(b"", -1, False)`` at once (opened non-blocking, so a FIFO cannot hang the session).
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return b"", -1, False
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b"", -1, False
+        size = st.st_size
         restarted = False
         if offset > size:
             offset, restarted = 0, True
         if offset == size:
             return b"", size, restarted
         return os.pread(fd, min(max_bytes, size - offset), offset), size, restarted
+    except OSError:
+        return b"", -1, False
     finally:
         os.close(fd)
 
@@ -90,9 +100,23 @@ def safe_target(root: str, rel: str) -> str:
     return target
 
 
-def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
+def _makedirs(d: str, mode: int) -> None:
+    """Create missing folders with ``mode`` exactly (the daemon's umask is 077: repo folders are 0755)."""
+    missing = []
+    while d and not os.path.isdir(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    for m in reversed(missing):
+        try:
+            os.mkdir(m)
+        except FileExistsError:
+            continue
+        os.chmod(m, mode)
+
+
+def atomic_write(path: str, text: str, mode: int = 0o644, dir_mode: int = 0o755) -> None:
     d = os.path.dirname(path)
-    os.makedirs(d, exist_ok=True)
+    _makedirs(d, dir_mode)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".ctxlifed-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

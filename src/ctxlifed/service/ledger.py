@@ -107,6 +107,21 @@ class LedgerWriter:
             self._note(target, text)
         return target
 
+    async def forget_decisions(self, texts: list[str]) -> None:
+        """``forget``: take forgotten decisions out of the decision logs we wrote (on disk too)."""
+        known = await self.svc.readers.run(
+            lambda c: [r[0] for r in c.execute("SELECT path FROM ledgers WHERE path LIKE '%decisions.md'")])
+        for path in sorted(set(known) | {p for p in self.written if os.path.basename(p) == "decisions.md"}):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    old = f.read()
+            except OSError:
+                continue
+            new = "".join(ln for ln in old.splitlines(keepends=True) if not any(t in ln for t in texts))
+            if new != old:
+                await anyio.to_thread.run_sync(files.atomic_write, path, new)
+                self._note(path, new)
+
     async def reindex(self, path: str) -> bool:
         """A hand edit (or a new file) under some project's memory folder: index its text."""
         real = os.path.realpath(path)

@@ -168,18 +168,54 @@ def record_ledger(conn: sqlite3.Connection, *, path: str, project: str, session:
 
 
 def forget(conn: sqlite3.Connection, *, id: int | None = None, session: str | None = None,
-           project: str | None = None) -> tuple[int, int]:
-    """Delete rows (FTS follows by trigger). Returns (events, archive) deleted."""
+           project: str | None = None) -> tuple[int, int, list[str]]:
+    """Delete rows (FTS follows by trigger). Returns (events, archive) deleted and the decision texts
+    that went with them (the caller also takes those out of the project's decision log on disk).
+
+    ``id``: the item, the raw event it came from, and every row derived from that event (facts).
+    ``session`` / ``project``: everything of that scope; a session's decisions are also cut out of
+    the project-level ledger rows (``decisions.md``) that quote them.
+    """
     if id is not None:
-        a = conn.execute("DELETE FROM archive WHERE id=?", (id,)).rowcount
-        return 0, a
+        row = conn.execute("SELECT event_id FROM archive WHERE id = ?", (id,)).fetchone()
+        if row is None:
+            return 0, 0, []
+        eid = row[0]
+        ids = [id] if eid is None else [r[0] for r in conn.execute("SELECT id FROM archive WHERE event_id = ?", (eid,))]
+        marks = ",".join("?" * len(ids))
+        texts = [r[0] for r in conn.execute(
+            f"SELECT text FROM items WHERE kind = 'decision' AND archive_id IN ({marks})", ids)]
+        conn.execute(f"DELETE FROM items WHERE archive_id IN ({marks})", ids)
+        a = conn.execute(f"DELETE FROM archive WHERE id IN ({marks})", ids).rowcount
+        e = conn.execute("DELETE FROM events WHERE id = ?", (eid,)).rowcount if eid is not None else 0
+        _cut_from_logs(conn, None, texts)
+        return e, a, texts
     col, val = ("session", session) if session is not None else ("project", project)
     if val is None:
-        return 0, 0
+        return 0, 0, []
+    texts = [r[0] for r in conn.execute(f"SELECT text FROM items WHERE kind = 'decision' AND {col} = ?", (val,))]
+    projects = [r[0] for r in conn.execute(f"SELECT DISTINCT project FROM items WHERE {col} = ?", (val,))]
     e = conn.execute(f"DELETE FROM events WHERE {col}=?", (val,)).rowcount
     a = conn.execute(f"DELETE FROM archive WHERE {col}=?", (val,)).rowcount
-    conn.execute(f"DELETE FROM items WHERE {col}=?", (val,))
-    conn.execute(f"DELETE FROM phase_switches WHERE {col}=?", (val,))
-    conn.execute(f"DELETE FROM ledgers WHERE {col}=?", (val,))
-    conn.execute(f"DELETE FROM sessions WHERE {col}=?", (val,))
-    return e, a
+    for table in ("items", "phase_switches", "ledgers", "sessions", "compactions"):
+        conn.execute(f"DELETE FROM {table} WHERE {col}=?", (val,))
+    if col == "project":
+        conn.execute("DELETE FROM lessons WHERE project = ?", (val,))
+        conn.execute("DELETE FROM meta WHERE key = ?", (f"decisions_written:{val}",))
+    else:
+        for proj in projects:
+            _cut_from_logs(conn, proj, texts)
+    return e, a, texts
+
+
+def _cut_from_logs(conn: sqlite3.Connection, project: str | None, texts: list[str]) -> None:
+    """Remove the lines quoting ``texts`` from project-level ledger rows (the decision log's index)."""
+    if not texts:
+        return
+    q = "SELECT id, text FROM archive WHERE kind = 'ledger' AND session = ''"
+    rows = conn.execute(q + (" AND project = ?" if project else ""), (project,) if project else ()).fetchall()
+    for aid, text in rows:
+        kept = [ln for ln in text.splitlines(keepends=True) if not any(t in ln for t in texts)]
+        new = "".join(kept)
+        if new != text:
+            conn.execute("UPDATE archive SET text = ?, chars = ? WHERE id = ?", (new, len(new), aid))

@@ -180,10 +180,16 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
                 (*args, *long_terms, *extra_args, limit)).fetchall()
             take([(r[0], 10.0) for r in rows])
             total = max(total, len(order))
-    else:
+    elif short:
         cands = _short_candidates(conn, short, where, args, extra, extra_args, trigram)
         take([(i, 10.0) for i, _p in cands[:limit]])
         total = min(len(cands), TOTAL_CAP)
+    else:  # nothing searchable (punctuation only): the newest rows by priority, as a listing
+        rows = conn.execute(
+            f"SELECT a.id FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
+            f" ORDER BY a.priority DESC, a.id DESC LIMIT ?", (*args, limit)).fetchall()
+        take([(r[0], 10.0) for r in rows])
+        total = len(order)
     ids = order[:limit]
     got = {}
     if ids:
