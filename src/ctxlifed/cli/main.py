@@ -207,6 +207,11 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         else:
             print(f"pong from ctxlifed {r['version']} pid {r['pid']} in {ms:.2f} ms")
         return 0
+    if ns.action == "restart":
+        ns.action = "stop"
+        cmd_daemon(ns, sock)
+        ns.action = "start"
+        return cmd_daemon(ns, sock)
     if ns.action == "stop":
         try:
             r = call(sock, "ping", {}, timeout=2)
@@ -241,6 +246,20 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         return 0
     print(f"ctxlifed did not become ready; see {logf}", file=sys.stderr)
     return 1
+
+
+def _version_skew(sock: str) -> str | None:
+    """A clear message when the daemon runs another version than this ctxlifectl, else None."""
+    from .. import PROTOCOL_VERSION
+
+    try:
+        r = call(sock, "hello", {"client": "ctxlifectl", "version": __version__, "protocol": PROTOCOL_VERSION}, timeout=2)
+    except (DaemonUnavailable, RemoteError):
+        return "the daemon does not understand this request and does not answer `hello`: it is much older or newer; restart it: ctxlifectl daemon restart"
+    if r.get("version") != __version__ or not r.get("compatible", True):
+        return (f"version skew: the daemon is ctxlifed {r.get('version')} (protocol {r.get('protocol')}), this is ctxlifectl "
+                f"{__version__} (protocol {PROTOCOL_VERSION}); restart the daemon: ctxlifectl daemon restart")
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,8 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(fn=cmd_compactions)
 
-    p = add("daemon", "start | stop | ping the daemon")
-    p.add_argument("action", choices=["start", "stop", "ping"])
+    p = add("daemon", "start | stop | restart | ping the daemon")
+    p.add_argument("action", choices=["start", "stop", "restart", "ping"])
     p.set_defaults(fn=cmd_daemon)
 
     from . import extra
@@ -317,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ctxlifectl: {exc}", file=sys.stderr)
         return 1
     except RemoteError as exc:
+        if exc.code in (-32601, -32602):
+            skew = _version_skew(sock)
+            if skew:
+                print(f"ctxlifectl: {skew}", file=sys.stderr)
+                return 1
         if getattr(ns, "json", False):
             print(json.dumps({"error": {"code": exc.code, "name": exc.name, "message": exc.message}}))
         print(f"ctxlifectl: {exc.name}: {exc.message}", file=sys.stderr)
