@@ -283,7 +283,8 @@ class Service:
         job = partial(_store_hook, row=row, st=st, elements=elements, facts=facts, phase=phase_now,
                       switch=switch, priority=lambda el: classify.priority(el, phase_now),
                       summary=lambda el, aid: SUM.summarize(el, l2_id=aid))
-        stored = await self.writer.run(job)
+        saved = dump(st)
+        stored = await self.writer.run(partial(job, state_blob=saved))
         if stored is None:  # a replay of an event already stored
             return M.HookResult()
 
@@ -331,7 +332,9 @@ class Service:
         if event in ("PostToolUse", "PostToolUseFailure"):
             hint = await lessons_svc.on_tool_event(self, st, payload, stored, now)
         answer = await self._answer(event, payload, st, now, extra_ctx=hint)
-        await self.writer.run(partial(_save_state, st))
+        final = dump(st)
+        if final != saved:  # only when the answer or side work changed the session (rare per tool call)
+            await self.writer.run(partial(_save_state, st, blob=final))
         return answer
 
     def _enrich(self, el: Element) -> Element:
@@ -723,7 +726,7 @@ def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
 
 def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow, st: SessionState, elements: list[Element],
                 facts: list[Element], phase: str, switch: Any, priority: Callable[[Element], int],
-                summary: Callable[[Element, int], str]) -> int | None:
+                summary: Callable[[Element, int], str], state_blob: bytes) -> int | None:
     eid = ops.insert_event(conn, row)
     if eid == 0:
         return None
@@ -746,13 +749,13 @@ def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow, st: SessionState
         ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
                                 from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
                                 evidence=msgspec.json.encode(list(switch.evidence)).decode())
-    _save_state(st, conn)
+    _save_state(st, conn, blob=state_blob)
     return eid
 
 
-def _save_state(st: SessionState, conn: sqlite3.Connection) -> None:
+def _save_state(st: SessionState, conn: sqlite3.Connection, *, blob: bytes | None = None) -> None:
     ops.save_session_state(conn, session=st.session, phase=st.phase.phase, phase_since=st.phase.since,
-                           model=st.model, state=dump(st), ended_ts=st.ended_ts)
+                           model=st.model, state=blob if blob is not None else dump(st), ended_ts=st.ended_ts)
 
 
 def _store_switch_and_state(st: SessionState, switch: Any, conn: sqlite3.Connection) -> None:
