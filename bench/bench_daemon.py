@@ -39,41 +39,54 @@ class Client:
         self.k = k
         self.rng = random.Random(1000 + k)
 
-    def append(self, line: bytes) -> None:
-        with open(self.transcript, "ab") as f:
-            f.write(line)
+    def append(self, line: bytes | None) -> None:
+        if line:
+            with open(self.transcript, "ab") as f:
+                f.write(line)
 
-    def ptu(self, i: int, n_bytes: int, grow: bool = True) -> bytes:
+    def ptu_step(self, i: int, n_bytes: int, grow: bool = True) -> tuple[str, bytes | None, bytes]:
+        """(event, transcript bytes to append first, payload) of a Bash PostToolUse."""
         tid = "toolu_" + os.urandom(12).hex()
         out = tool_output(n_bytes, seed=self.k * 1_000_000 + i)
+        line = None
         if grow:
             self.turn += 1
-            self.append(transcript_turn(self.turn, session=self.sid, cwd=self.proj, ctx_tokens=40_000 + self.turn * 20,
-                                        tool_output=out, tool_use_id=tid, command="pytest -q tests"))
-        return msgspec.json.encode(post_tool_use(self.sid, self.proj, str(self.transcript), n_bytes, tool_use_id=tid,
-                                                 seed=self.k * 1_000_000 + i))
+            line = transcript_turn(self.turn, session=self.sid, cwd=self.proj, ctx_tokens=40_000 + self.turn * 20,
+                                   tool_output=out, tool_use_id=tid, command="pytest -q tests")
+        return "PostToolUse", line, msgspec.json.encode(
+            post_tool_use(self.sid, self.proj, str(self.transcript), n_bytes, tool_use_id=tid,
+                          seed=self.k * 1_000_000 + i))
 
-    def mixed(self, i: int) -> tuple[str, bytes]:
+    def ptu(self, i: int, n_bytes: int, grow: bool = True) -> bytes:
+        _ev, line, payload = self.ptu_step(i, n_bytes, grow)
+        self.append(line)
+        return payload
+
+    def mixed(self, i: int) -> tuple[str, bytes | None, bytes]:
+        """One event of the realistic mix, prepared ahead: (event, transcript bytes, payload)."""
         r = self.rng.random()
         if r < 0.4:
             p = adapt(sample("PreToolUse:Bash"), self.sid, self.proj, str(self.transcript))
             p["tool_input"] = {"command": f"pytest -q tests/test_{i % 40}.py", "description": "run tests"}
             p["tool_use_id"] = "toolu_" + os.urandom(12).hex()
-            return "PreToolUse", msgspec.json.encode(p)
+            return "PreToolUse", None, msgspec.json.encode(p)
         if r < 0.8:
             n = min(10 * 1024, max(64, int(self.rng.lognormvariate(6.9, 1.0))))
-            return "PostToolUse", self.ptu(i, n)
+            return self.ptu_step(i, n)
         if r < 0.9:
             p = adapt(sample("UserPromptSubmit"), self.sid, self.proj, str(self.transcript))
             p["prompt"] = f"Now make step {i} of the plan work; keep the single writer and the group commit."
             p["prompt_id"] = new_session()
-            return "UserPromptSubmit", msgspec.json.encode(p)
+            return "UserPromptSubmit", None, msgspec.json.encode(p)
         self.turn += 1
-        self.append(transcript_turn(self.turn, session=self.sid, cwd=self.proj, ctx_tokens=40_000 + self.turn * 20,
-                                    text=f"Finished step {i}: the readers are separate connections and the writer batches."))
+        line = transcript_turn(self.turn, session=self.sid, cwd=self.proj, ctx_tokens=40_000 + self.turn * 20,
+                               text=f"Finished step {i}: the readers are separate connections and the writer batches.")
         p = adapt(sample("Stop:stop_hook_active=False"), self.sid, self.proj, str(self.transcript))
         p["last_assistant_message"] = f"Finished step {i}."
-        return "Stop", msgspec.json.encode(p)
+        return "Stop", line, msgspec.json.encode(p)
+
+    def plan(self, n: int, first: int = 0) -> list[tuple[str, bytes | None, bytes]]:
+        return [self.mixed(first + i) for i in range(n)]
 
 
 def latency(d: Daemon, base: Path, proj: Path, n: int) -> dict[str, list[float]]:
@@ -121,13 +134,14 @@ def throughput(d: Daemon, base: Path, proj: Path, n_clients: int, per_client: in
     lat: list[float] = []
     ok = [0] * n_clients
     start = threading.Barrier(n_clients + 1)
+    plans = [c.plan(per_client) for c in clients]  # payloads and transcript lines made before the clock runs
 
     def worker(k: int) -> None:
         c = clients[k]
         mine: list[float] = []
         start.wait()
-        for i in range(per_client):
-            _ev, b = c.mixed(i)
+        for _ev, line, b in plans[k]:
+            c.append(line)
             t0 = time.perf_counter()
             try:
                 res = call(d.socket, "hook", b)

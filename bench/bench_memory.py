@@ -34,7 +34,8 @@ def _drive(d: Daemon, base: Path, proj: Path, total: int, n_clients: int, first_
                 c = Client(base, proj, first_k + k * 10_000 + i)
                 call(d.socket, "hook", msgspec.json.encode(
                     adapt(sample("SessionStart:startup"), c.sid, c.proj, str(c.transcript))))
-            _ev, b = c.mixed(i)
+            _ev, line, b = c.mixed(i)
+            c.append(line)
             try:
                 call(d.socket, "hook", b)
             except Exception:  # noqa: BLE001

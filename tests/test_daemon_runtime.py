@@ -119,33 +119,3 @@ def test_socket_activation_fd_is_served(short_tmp: Path) -> None:
         assert proc.wait(timeout=20) == 0
     assert os.path.exists(path)  # systemd owns an activated socket: we never unlink it
 
-
-def test_cli_names_version_skew(short_tmp: Path) -> None:
-    """A daemon of another version that does not know a method: ctxlifectl says so and how to fix it."""
-    import json
-    import threading
-
-    path = str(short_tmp / "old.sock")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(4)
-
-    def serve() -> None:
-        for _ in range(2):
-            conn, _a = srv.accept()
-            with conn:
-                req = json.loads(conn.recv(65536).split(b"\n")[0])
-                if req["method"] == "hello":
-                    res = {"result": {"version": "0.0.9", "protocol": 0, "pid": 1, "compatible": True}}
-                else:
-                    res = {"error": {"code": -32601, "message": "Method not found", "data": {"name": "method_not_found"}}}
-                conn.sendall(json.dumps({"jsonrpc": "2.0", "id": req["id"], **res}).encode() + b"\n")
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    r = subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", "--socket", path, "lessons"], capture_output=True,
-                       text=True, timeout=30)
-    srv.close()
-    assert r.returncode == 1
-    assert "version skew" in r.stderr and "0.0.9" in r.stderr and "ctxlifectl daemon restart" in r.stderr
-    assert "Traceback" not in r.stderr

@@ -30,6 +30,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import structlog
 
 from . import __version__
@@ -49,7 +50,7 @@ log = structlog.get_logger("ctxlifed")
 GRACE_S = 10.0
 OWNERSHIP_CHECK_S = 2.0
 SPOOL_POLL_S = 1.0
-CHECKPOINT_S = 30.0
+CHECKPOINT_S = 2.0  # background PASSIVE checkpoints (off the commit path; see store.db.Writer)
 FD_RESERVE = 32  # database (writer + readers: db, wal, shm), listener, lock, log, watcher, transcripts
 
 
@@ -250,7 +251,7 @@ class Daemon:
                     log.exception("retention_failed")
             if now - last_cp > CHECKPOINT_S:
                 try:
-                    await self.writer.checkpoint("PASSIVE")
+                    await anyio.to_thread.run_sync(self.writer.background_checkpoint)
                 except Exception:  # noqa: BLE001
                     pass
                 last_cp = time.monotonic()

@@ -477,4 +477,5 @@ def test_cli_against_an_older_daemon_says_what_failed(short_tmp: Path, figures: 
     figures.record("exit_code", r.returncode)
     figures.record("message", r.stderr.strip()[:160])
     assert 1 == r.returncode
-    assert "method_not_found" in r.stderr and "Traceback" not in r.stderr
+    assert "version skew" in r.stderr and "0.0.9" in r.stderr and "ctxlifectl daemon restart" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -240,6 +240,8 @@ def context_after(delta: TranscriptDelta, previous: int | None) -> int | None:
 
 # --------------------------------------------------------------------------- test helpers
 
+TEST_TAIL = 8192  # bytes of a test run's output that decide its outcome (the summary is at the end)
+TEST_TAIL_LINES = 40
 _FAIL_RE = re.compile(
     r"\b[1-9]\d*\s+(?:failed|failing|failures?|errors?)\b"
     r"|^(?:--- )?FAIL(?:ED|URES?)?\b"
@@ -263,9 +265,14 @@ def test_outcome(output: str, is_error: bool) -> bool | None:
     """Deduce a test run's outcome: False on a failure marker ("1 failed", "FAILED", "--- FAIL", ...) or a
     failed command; True on a pass marker ("3 passed", "OK", "ok  pkg", "test result: ok", "PASS");
     None when the output says neither."""
-    if is_error or _FAIL_RE.search(output):
+    if is_error:
         return False
-    if _PASS_RE.search(output):
+    # Runners print their verdict at the end: look at the tail only, and only run a pattern when its
+    # cheap substring pre-check matches (these scans run on every test command's output).
+    tail = "\n".join(output[-TEST_TAIL:].rsplit("\n", TEST_TAIL_LINES)[-TEST_TAIL_LINES:])
+    if ("fail" in tail or "FAIL" in tail or "ERROR" in tail or "error" in tail) and _FAIL_RE.search(tail):
+        return False
+    if ("pass" in tail or "PASS" in tail or "ok" in tail or "OK" in tail or "Pass" in tail) and _PASS_RE.search(tail):
         return True
     return None
 

@@ -282,7 +282,7 @@ class Service:
 
         job = partial(_store_hook, row=row, st=st, elements=elements, facts=facts, phase=phase_now,
                       switch=switch, priority=lambda el: classify.priority(el, phase_now),
-                      summary=lambda el, aid: SUM.summarize(el, l2_id=aid))
+                      summaries=[SUM.summarize(el) for el in elements])
         saved = dump(st)
         stored = await self.writer.run(partial(job, state_blob=saved))
         if stored is None:  # a replay of an event already stored
@@ -726,19 +726,17 @@ def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
 
 def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow, st: SessionState, elements: list[Element],
                 facts: list[Element], phase: str, switch: Any, priority: Callable[[Element], int],
-                summary: Callable[[Element, int], str], state_blob: bytes) -> int | None:
+                summaries: list[str], state_blob: bytes) -> int | None:
     eid = ops.insert_event(conn, row)
     if eid == 0:
         return None
     ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
                       transcript_path=st.transcript_path, ts=row.ts)
-    for el in elements:
-        aid, created = ops.insert_archive(conn, ops.ArchiveRow(
+    for el, summ in zip(elements, summaries, strict=True):
+        ops.insert_archive(conn, ops.ArchiveRow(
             session=st.session, project=st.project, ts=el.ts or row.ts, kind=str(el.kind), text=el.text,
-            phase=phase, tool=el.tool, file_path=el.file_path, uid=el.uid, event_id=eid,
+            summary=summ, phase=phase, tool=el.tool, file_path=el.file_path, uid=el.uid, event_id=eid,
             priority=priority(el), level=0, truncated="characters cut by ctxlifed" in el.text))
-        if created:
-            ops.update_archive_meta(conn, aid, summary=summary(el, aid))
     for f in facts:
         aid, _ = ops.insert_archive(conn, ops.ArchiveRow(
             session=st.session, project=st.project, ts=row.ts, kind=str(f.kind), text=f.text, phase=phase,

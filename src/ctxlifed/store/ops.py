@@ -100,17 +100,6 @@ def upsert_archive_by_uid(conn: sqlite3.Connection, row: ArchiveRow) -> int:
     return aid
 
 
-def update_archive_meta(conn: sqlite3.Connection, aid: int, *, summary: str | None = None,
-                        category: str | None = None, priority: int | None = None, level: int | None = None) -> None:
-    sets, args = [], []
-    for col, val in (("summary", summary), ("category", category), ("priority", priority), ("level", level)):
-        if val is not None:
-            sets.append(f"{col}=?")
-            args.append(val)
-    if sets:
-        conn.execute(f"UPDATE archive SET {', '.join(sets)} WHERE id=?", (*args, aid))
-
-
 def touch_session(conn: sqlite3.Connection, *, session: str, project: str, cwd: str,
                   transcript_path: str | None, ts: float, n_events: int = 1) -> None:
     conn.execute(

@@ -9,13 +9,17 @@ Rules:
   stops there), and the display columns are read for the returned hits only. Below that many
   matches the result is exactly "all matches ranked"; above it, older matches are reached by a
   more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP``.
+- Substrings of non-CJK words the word index did not match come from the trigram index, read in
+  rowid order within the newest ``TRI_SPAN`` ids and ordered newest first (no bm25: its IDF pass
+  reads every match in the index, and FTS5 walks a long trigram phrase backwards slowly).
 - 1–2 character CJK terms, which the trigram tokenizer cannot match, are found through it anyway:
   every occurrence followed by another character lies in a trigram that starts with the term, so
-  the trigram vocabulary's prefix range names them all (``fts5vocab``) and one OR query finds
-  the rows; an occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` rows
-  are also scanned with ``instr()``. Every candidate is confirmed with ``instr()`` (exact match).
-  Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
-- Ranking: FTS rank (bm25) first, then priority, then recency.
+  one pass over that term range of the index (``fts5vocab`` 'instance') names every such row; an
+  occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` ids are also
+  scanned with ``instr()``. ``instr()`` confirms case (the index folds it) and any other short
+  term. Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
+- Ranking: FTS rank (bm25) first, then priority, then recency (1–2 character CJK terms: priority,
+  then recency; substring matches: recency).
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from typing import Any
 from ..core.recall_query import fts_match_expression, needs_substring_fallback
 
 SCAN_CAP = 200_000  # rows examined by a substring scan without an index, newest first
-RANK_WINDOW = 1000  # newest matching rows each index ranks
-SHORT_SCAN = 2000  # newest rows scanned for a 1-2 character CJK term that ends a text
-MAX_PREFIX_TERMS = 4000  # trigram terms OR-ed for one short CJK term (more: the newest rows only)
+RANK_WINDOW = 300  # newest matching rows each index ranks
+SHORT_SCAN = 1000  # newest ids scanned for a 1-2 character CJK term that ends a text
+TRI_SPAN = 100_000  # ids (newest) the trigram substring fallback of non-CJK words looks at
+TRI_CAP = 2000  # rows it keeps at most (the newest when the span held more)
 TOTAL_CAP = 1000
 WINDOW = 360
 _VOCAB = "temp.ctxlifed_tri_vocab"
@@ -67,58 +72,96 @@ def _row(r: sqlite3.Row | tuple, score: float) -> dict[str, Any]:
 
 
 def _ranked_window(conn: sqlite3.Connection, table: str, expr: str, where: str, args: list[Any],
-                   extra: str, extra_args: list[Any]) -> list[tuple[int, float, int]]:
+                   extra: str, extra_args: list[Any], min_id: int = 0) -> list[tuple[int, float, int]]:
     """(id, bm25, priority) of the newest RANK_WINDOW rows of ``table`` matching ``expr`` and the filters."""
+    span = f" AND {table}.rowid >= {int(min_id)}" if min_id > 0 else ""
     return conn.execute(
         f"SELECT a.id, bm25({table}), a.priority FROM {table} JOIN archive a ON a.id = {table}.rowid"
-        f" WHERE {table} MATCH ? AND {where}{extra} ORDER BY {table}.rowid DESC LIMIT {RANK_WINDOW}",
+        f" WHERE {table} MATCH ?{span} AND {where}{extra} ORDER BY {table}.rowid DESC LIMIT {RANK_WINDOW}",
         (expr, *args, *extra_args)).fetchall()
 
 
-def _tri_terms(conn: sqlite3.Connection, prefix: str) -> list[str]:
-    """Trigram-index terms that start with ``prefix`` (the index folds case)."""
-    sql = f"SELECT term FROM {_VOCAB} WHERE term >= ? AND term < ? LIMIT {MAX_PREFIX_TERMS + 1}"
+def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: list[Any], extra: str,
+           extra_args: list[Any], window: int) -> int:
+    """Matches, capped at TOTAL_CAP: the window's size unless the window was full."""
+    if window < RANK_WINDOW or window >= TOTAL_CAP:
+        return min(window, TOTAL_CAP)
+    return conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} JOIN archive a ON a.id = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {where}{extra} LIMIT {TOTAL_CAP})", (expr, *args, *extra_args)).fetchone()[0]
+
+
+def _substring_window(conn: sqlite3.Connection, expr: str, where: str, args: list[Any], extra: str,
+                      extra_args: list[Any]) -> list[int]:
+    """Ids (newest first) among the newest TRI_SPAN ids whose text holds ``expr`` as a substring.
+
+    Read in rowid order from a lower bound: FTS5 walks a long trigram phrase backwards slowly, and
+    no bm25 (its IDF pass would read every match in the index)."""
+    top = conn.execute("SELECT max(id) FROM archive").fetchone()[0] or 0
+    span = TRI_SPAN
+    while True:
+        ids = [r[0] for r in conn.execute(
+            f"SELECT a.id FROM archive_tri JOIN archive a ON a.id = archive_tri.rowid"
+            f" WHERE archive_tri MATCH ? AND archive_tri.rowid >= ? AND {where}{extra} LIMIT {TRI_CAP + 1}",
+            (expr, top - span + 1, *args, *extra_args))]
+        if len(ids) <= TRI_CAP or span <= TRI_CAP:
+            ids.sort(reverse=True)
+            return ids[:TRI_CAP]
+        span //= 8  # very common substring: look at fewer, newer rows
+
+
+def _tri_docs(conn: sqlite3.Connection, prefix: str) -> list[int]:
+    """Ids of the rows whose text holds a trigram starting with ``prefix`` (the index folds case),
+    newest first: one pass over that term range of the index (``fts5vocab`` 'instance')."""
+    sql = f"SELECT doc FROM {_VOCAB} WHERE term >= ? AND term < ?"
     bounds = (prefix, prefix + "\U0010ffff")
     try:
-        return [r[0] for r in conn.execute(sql, bounds)]
+        docs = {r[0] for r in conn.execute(sql, bounds)}
     except sqlite3.OperationalError:
-        pass
-    # First use on this connection: a temp fts5vocab table (readers are query_only; temp is not the store).
-    ro = conn.execute("PRAGMA query_only").fetchone()[0]
-    try:
-        if ro:
-            conn.execute("PRAGMA query_only=0")
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, archive_tri, 'row')")
-    finally:
-        if ro:
-            conn.execute("PRAGMA query_only=1")
-    return [r[0] for r in conn.execute(sql, bounds)]
+        # First use on this connection: a temp vocabulary table (readers are query_only; temp is
+        # not the store, nothing is written to it).
+        ro = conn.execute("PRAGMA query_only").fetchone()[0]
+        try:
+            if ro:
+                conn.execute("PRAGMA query_only=0")
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, archive_tri, 'instance')")
+        finally:
+            if ro:
+                conn.execute("PRAGMA query_only=1")
+        docs = {r[0] for r in conn.execute(sql, bounds)}
+    return sorted(docs, reverse=True)
 
 
-def _short_candidates(conn: sqlite3.Connection, short: list[str], where: str, args: list[Any], extra: str,
-                      extra_args: list[Any], trigram: bool) -> list[tuple[int, int]]:
-    """(id, priority) of rows holding every short CJK term (exact ``instr``), newest first, bounded."""
+def _short_candidates(conn: sqlite3.Connection, short: list[str], where: str, args: list[Any],
+                      trigram: bool) -> list[tuple[int, int]]:
+    """(id, priority) of rows holding every short CJK term, by priority then recency: the newest
+    TOTAL_CAP such rows found through the trigram index, plus what a scan of the newest SHORT_SCAN
+    ids finds (a term that ends a text); without the index, the newest SCAN_CAP filtered rows."""
     found: dict[int, int] = {}
+    scan = SCAN_CAP
     if trigram:
-        key = max(short, key=lambda t: (len(t), t))  # the most selective term drives the index
-        terms = _tri_terms(conn, key.lower())
-        if terms and len(terms) <= MAX_PREFIX_TERMS:
-            expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-            for r in conn.execute(
-                    f"SELECT a.id, a.priority FROM archive_tri JOIN archive a ON a.id = archive_tri.rowid"
-                    f" WHERE archive_tri MATCH ? AND {where}{extra} ORDER BY archive_tri.rowid DESC"
-                    f" LIMIT {RANK_WINDOW}", (expr, *args, *extra_args)):
-                found[r[0]] = r[1]
-        scan = SHORT_SCAN if len(terms) <= MAX_PREFIX_TERMS else SCAN_CAP
-    else:
-        scan = SCAN_CAP
-    # Occurrences that end a text (no trigram starts with them), and the index-less case.
-    lo = conn.execute(f"SELECT min(id) FROM (SELECT a.id FROM archive a WHERE {where} ORDER BY a.id DESC LIMIT {scan})",
-                      args).fetchone()[0]
+        key = max(short, key=lambda t: (len(t), t))  # one term drives the index; all are confirmed
+        # instr() confirms case (the index folds it) and the other terms; an uncased key needs none.
+        confirm = [t for t in short if t is not key or t.lower() != t.upper()]
+        extra = "".join(" AND instr(a.text, ?) > 0" for _ in confirm)
+        ids = _tri_docs(conn, key.lower())
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            found.update(conn.execute(
+                f"SELECT a.id, a.priority FROM archive a WHERE a.id IN ({','.join('?' * len(chunk))})"
+                f" AND {where}{extra}", (*chunk, *args, *confirm)).fetchall())
+            if len(found) >= TOTAL_CAP:
+                break
+        scan = SHORT_SCAN
+    extra = "".join(" AND instr(a.text, ?) > 0" for _ in short)
+    if trigram:  # the newest ids, whatever their project: bounded
+        lo = (conn.execute("SELECT max(id) FROM archive").fetchone()[0] or 0) - scan + 1
+    else:  # no index at all: the newest `scan` filtered rows, as before
+        lo = conn.execute(f"SELECT min(id) FROM (SELECT a.id FROM archive a WHERE {where} ORDER BY a.id DESC"
+                          f" LIMIT {scan})", args).fetchone()[0]
     if lo is not None:
-        for r in conn.execute(f"SELECT a.id, a.priority FROM archive a WHERE a.id >= ? AND {where}{extra}",
-                              (lo, *args, *extra_args)):
-            found[r[0]] = r[1]
+        found.update(conn.execute(f"SELECT a.id, a.priority FROM archive a WHERE a.id >= ? AND {where}{extra}",
+                                  (lo, *args, *short)).fetchall())
     return sorted(found.items(), key=lambda kv: (-kv[1], -kv[0]))
 
 
@@ -164,13 +207,18 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             win = _ranked_window(conn, "archive_fts", expr, where, args, extra, extra_args)
             win.sort(key=lambda r: (r[1], -r[2], -r[0]))
             take([(r[0], 100.0 - r[1]) for r in win[:limit]])
-            total = min(len(win), TOTAL_CAP)
+            total = _count(conn, "archive_fts", expr, where, args, extra, extra_args, len(win))
         if trigram and len(order) < limit and all(len(t) >= 3 for t in long_terms):
-            win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
-            win.sort(key=lambda r: (r[1], -r[0]))
-            take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
-            if not total or cjk:
-                total = max(total, min(len(win), TOTAL_CAP))
+            if cjk:  # the trigram index is the primary index for CJK: ranked like the word index
+                win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
+                win.sort(key=lambda r: (r[1], -r[0]))
+                take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
+                total = max(total, _count(conn, "archive_tri", expr, where, args, extra, extra_args, len(win)))
+            else:  # substrings of words the word index did not match: the newest rows, newest first
+                ids = _substring_window(conn, expr, where, args, extra, extra_args)
+                take([(i, 50.0) for i in ids[: limit + len(order)]])
+                if not total:
+                    total = min(len(ids), TOTAL_CAP)
         if len(order) < limit and (not trigram or any(len(t) < 3 for t in long_terms)):
             # Terms the indexes cannot serve (no trigram support, or short non-CJK pieces): substring scan.
             sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(long_terms))
@@ -181,7 +229,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             take([(r[0], 10.0) for r in rows])
             total = max(total, len(order))
     elif short:
-        cands = _short_candidates(conn, short, where, args, extra, extra_args, trigram)
+        cands = _short_candidates(conn, short, where, args, trigram)
         take([(i, 10.0) for i, _p in cands[:limit]])
         total = min(len(cands), TOTAL_CAP)
     else:  # nothing searchable (punctuation only): the newest rows by priority, as a listing

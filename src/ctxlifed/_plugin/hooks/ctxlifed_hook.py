@@ -3,8 +3,10 @@
     <absolute python> -I -S ctxlifed_hook.py   (hook JSON on stdin)
 
 Rules:
-- Standard library only, and only what a socket client needs (socket, os, sys, time; json and
-  subprocess are imported lazily on the rare paths that need them). It must start fast.
+- Standard library only, and only what a socket client needs (``_socket``, the C socket type:
+  ``socket.py`` would cost more than the rest of the start-up together; os, sys, time). json and
+  subprocess are imported lazily on the rare paths that need them: the usual reply (an empty or
+  plain stdout) is recognised byte for byte. It must start fast.
 - Fail open, always: daemon absent, hung (SIGSTOP), slow, or answering garbage -> exit 0 with empty
   stdout before the deadline (``CTXLIFED_HOOK_DEADLINE`` seconds, default 1.5 in all; SessionEnd
   gets at most 1.0 because Claude Code gives all SessionEnd hooks 1.5 s together). A transport
@@ -27,7 +29,7 @@ Rules:
 """
 
 import os
-import socket
+import _socket as socket  # the C socket type: all a Unix-socket client needs, ~10x cheaper to import
 import sys
 import time
 
@@ -194,8 +196,33 @@ def _exchange(path, frame, deadline):
         s.close()
 
 
+_NOT_PLAIN = bytes(range(32)) + b'"\\'
+
+
+def _plain_answer(line, rid):
+    """The usual reply decoded without importing json: the daemon's exact encoding of a result whose
+    stdout needs no unescaping (empty, most of the time). None for anything else (json decides)."""
+    head = b'{"jsonrpc":"2.0","id":"' + rid + b'","result":{"stdout":"'
+    if not line.startswith(head):
+        return None
+    rest = line[len(head):]
+    for code, tail in ((0, b'","exit_code":0}}'), (2, b'","exit_code":2}}')):
+        if rest.endswith(tail):
+            raw = rest[: len(rest) - len(tail)]
+            if len(raw.translate(None, _NOT_PLAIN)) != len(raw):
+                return None
+            try:
+                return raw.decode("utf-8"), code
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
 def _answer(line, rid):
     """(stdout, exit code) from a reply; None: acknowledged or refused, print nothing; False: spool."""
+    plain = _plain_answer(line, rid)
+    if plain is not None:
+        return plain
     import json
 
     msg = json.loads(line)
