@@ -30,11 +30,12 @@ import shlex
 import shutil
 import site
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from ..runtime.atomic import write_atomic
 
 SHIM_NAME = "ctxlifed_hook.py"
 STATUSLINE_MODULE = "ctxlifed.cli.statusline"
@@ -337,20 +338,7 @@ def write_settings(path: str, old: str | None, new: str) -> str | None:
         bak = backup_path(path)
         shutil.copy2(path, bak)
         mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(new)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, new, mode, prefix=".settings-")
     return bak
 
 
@@ -379,10 +367,7 @@ def _load_state() -> dict[str, Any]:
 def _save_state(state: dict[str, Any]) -> None:
     path = _state_file()
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".state-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(state, f, indent=2)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(state, indent=2), 0o600, prefix=".state-")
 
 
 # -- commands --------------------------------------------------------------------------------------

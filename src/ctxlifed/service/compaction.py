@@ -27,6 +27,7 @@ from ..core import mustsurvive as MS
 from ..core import survival as SV
 from ..core.events import s
 from ..core.model import estimate_tokens
+from ..store import queries
 
 if TYPE_CHECKING:
     from .app import Service
@@ -136,7 +137,7 @@ async def boundary_seen(svc: Service, st: SessionState, post_tokens: int | None)
 
 
 async def reports(svc: Service, *, session: str | None, project: str | None, limit: int) -> list[dict[str, Any]]:
-    rows = await svc.readers.run(partial(_reports, session, project, limit))
+    rows = await svc.readers.run(partial(queries.compactions, session=session, project=project, limit=limit))
     return [msgspec.json.decode(r[3]) | {"session": r[1], "project": r[2]} for r in rows]
 
 
@@ -158,18 +159,6 @@ def _set_post_tokens(rid: int, post: int, conn: sqlite3.Connection) -> None:
         rep = msgspec.json.decode(row[0])
         rep["post_tokens"] = post
         conn.execute("UPDATE compactions SET report = ? WHERE id = ?", (_enc.encode(rep), rid))
-
-
-def _reports(session: str | None, project: str | None, limit: int, conn: sqlite3.Connection) -> list[tuple]:
-    where, args = [], []
-    if session is not None:
-        where.append("session = ?")
-        args.append(session)
-    if project is not None:
-        where.append("project = ?")
-        args.append(project)
-    return conn.execute(f"SELECT id, session, project, report FROM compactions WHERE {' AND '.join(where) or '1'}"
-                        " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
 
 
 def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import os
 import stat
-import tempfile
+
+from ..runtime.atomic import write_atomic
 
 
 class PathEscape(ValueError):
@@ -115,22 +116,8 @@ def _makedirs(d: str, mode: int) -> None:
 
 
 def atomic_write(path: str, text: str, mode: int = 0o644, dir_mode: int = 0o755) -> None:
-    d = os.path.dirname(path)
-    _makedirs(d, dir_mode)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".ctxlifed-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    _makedirs(os.path.dirname(path), dir_mode)
+    write_atomic(path, text, mode)
 
 
 def append_text(path: str, text: str, header: str = "") -> None:

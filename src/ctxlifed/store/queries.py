@@ -272,14 +272,7 @@ def get_archive(conn: sqlite3.Connection, aid: int) -> dict[str, Any] | None:
 
 def sessions(conn: sqlite3.Connection, *, project: str | None = None, session: str | None = None,
              limit: int = 20) -> list[dict[str, Any]]:
-    where, args = [], []
-    if project is not None:
-        where.append("project = ?")
-        args.append(project)
-    if session is not None:
-        where.append("session = ?")
-        args.append(session)
-    w = " AND ".join(where) or "1"
+    w, args = _filters(project, session, None, None, alias="sessions")
     rows = conn.execute(
         f"SELECT session, project, cwd, transcript_path, first_ts, last_ts, events, phase, phase_since, model,"
         f" ended_ts, state FROM sessions WHERE {w} ORDER BY last_ts DESC LIMIT ?", (*args, limit)
@@ -287,6 +280,14 @@ def sessions(conn: sqlite3.Connection, *, project: str | None = None, session: s
     keys = ("session", "project", "cwd", "transcript_path", "first_ts", "last_ts", "events", "phase",
             "phase_since", "model", "ended_ts", "state")
     return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def compactions(conn: sqlite3.Connection, *, session: str | None, project: str | None,
+                limit: int) -> list[tuple]:
+    """(id, session, project, report blob) of compaction reports, newest first."""
+    w, args = _filters(project, session, None, None, alias="compactions")
+    return conn.execute(f"SELECT id, session, project, report FROM compactions WHERE {w} ORDER BY id DESC LIMIT ?",
+                        (*args, limit)).fetchall()
 
 
 def stats(conn: sqlite3.Connection) -> dict[str, int]:
