@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import collections
 import os
 import sqlite3
 import time
@@ -60,7 +61,9 @@ CTX_EVENTS = frozenset({
 MSG_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionStart"})
 FACT_KINDS = {Kind.DECISION: "decision", Kind.CONSTRAINT: "constraint", Kind.PENDING: "pending"}
 TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
-MAX_TRANSCRIPT_READ = 8 << 20  # bytes per event; the rest is read on the next events
+MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late never stalls a hook:
+# the rest is read on the next events (a line longer than this is skipped; hooks archived its content)
+INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
 MAX_SESSIONS_IN_MEMORY = 512
 _enc = msgspec.json.Encoder()
 
@@ -76,6 +79,9 @@ class Service:
         self.started = started if started is not None else time.monotonic()
         self.sessions: dict[str, SessionState] = {}
         self.locks: dict[str, anyio.Lock] = {}
+        # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
+        # result is then neither redacted, summarised nor archived again (only counted).
+        self.hook_tools: dict[str, collections.deque[str]] = {}
         self.ledgers = LedgerWriter(self)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
@@ -164,6 +170,7 @@ class Service:
                 oldest = min(self.sessions, key=lambda k: self.sessions[k].phase.since)
                 self.sessions.pop(oldest, None)
                 self.locks.pop(oldest, None)
+                self.hook_tools.pop(oldest, None)
             self.sessions[sid] = st
         if cwd:
             st.cwd = cwd
@@ -228,6 +235,9 @@ class Service:
         if signals:
             st.phase, switch = PH.observe(st.phase, signals, now)
 
+        if event in ("PostToolUse", "PostToolUseFailure") and s(payload.get("tool_use_id")):
+            self.hook_tools.setdefault(sid, collections.deque(maxlen=256)).append(s(payload.get("tool_use_id")))
+
         # Transcript: usage, model, boundaries, assistant text.
         tpath = s(payload.get("transcript_path"))
         if tpath and not s(payload.get("agent_id")):
@@ -241,7 +251,7 @@ class Service:
             compaction.note_instructions(st, payload, now)
         if tdelta is not None:
             for el in tdelta.elements:
-                if el.kind in TRANSCRIPT_KINDS:
+                if el.kind in TRANSCRIPT_KINDS and el.text:  # '' = a tool result a hook delivered
                     elements.append(el)
 
         # Files and tests for the ledger; "tests green again" is a task boundary.
@@ -349,15 +359,24 @@ class Service:
         if real is None:
             st.transcript_error = "transcript outside the allowed roots; not read"
             return None
-        data, size, restarted = await anyio.to_thread.run_sync(
-            files.read_from, real, st.cursor.offset, MAX_TRANSCRIPT_READ)
+        offset = st.cursor.offset
+        data, size, restarted = files.read_from(real, offset, INLINE_READ)
         if size < 0:
             return None
         if restarted:
             st.cursor = T.TranscriptCursor()
+            offset = 0
+        if len(data) == INLINE_READ and size > offset + INLINE_READ:
+            more, size, _r = await anyio.to_thread.run_sync(
+                files.read_from, real, offset + INLINE_READ, MAX_TRANSCRIPT_READ - INLINE_READ)
+            data += more
         if not data:
             return None
-        st.cursor, delta = T.feed(st.cursor, data)
+        st.cursor, delta = T.feed(st.cursor, data, max_line=MAX_TRANSCRIPT_READ)
+        seen = self.hook_tools.get(st.session)
+        if seen:
+            known = set(seen)
+            delta.elements = [msgspec.structs.replace(e, text="") if e.uid in known else e for e in delta.elements]
         if self.cfg.redact:
             delta = _redact_delta(delta)
         if delta.model:
