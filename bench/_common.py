@@ -37,6 +37,22 @@ FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", "") or next(
     (p for p in (ROOT / "tests" / "fixtures" / "claude-code", ROOT.parent / "shared" / "fixtures" / "claude-code")
      if p.is_dir()), ROOT / "tests" / "fixtures" / "claude-code"))
 
+
+def _load_testing() -> Any:
+    """ctxlifed.testing of THIS checkout (stdlib only), whatever tree ``--src`` measures."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ctxlifed_bench_testing", ROOT / "src" / "ctxlifed" / "testing.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_testing = _load_testing()
+daemon_env = _testing.daemon_env
+start_daemon = _testing.start_daemon
+
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
 
@@ -154,26 +170,6 @@ def short_tmp(prefix: str = "clb-") -> Path:
     return d
 
 
-def daemon_env(base: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXLIFED_", "NOTIFY_SOCKET", "LISTEN_"))}
-    home = base / "home"
-    home.mkdir(exist_ok=True)
-    env.update(
-        HOME=str(home),
-        XDG_RUNTIME_DIR=str(base / "run"),
-        XDG_DATA_HOME=str(base / "data"),
-        XDG_CONFIG_HOME=str(base / "config"),
-        CTXLIFED_SOCKET=str(base / "run" / "ctxlifed" / "s.sock"),
-        CTXLIFED_DATA_DIR=str(base / "data" / "ctxlifed"),
-        CTXLIFED_CONFIG=str(base / "config" / "ctxlifed" / "config.toml"),
-        CTXLIFED_TRANSCRIPT_ROOTS=str(base),
-        PYTHONUNBUFFERED="1",
-    )
-    (base / "run").mkdir(mode=0o700, exist_ok=True)
-    env.update(extra)
-    return env
-
-
 class Daemon:
     """A real ``python -m ctxlifed`` process, ready when READY=1 arrived on our NOTIFY_SOCKET."""
 
@@ -193,28 +189,10 @@ class Daemon:
         return self.proc.pid
 
     def start(self, timeout: float = 30.0) -> Daemon:
-        notify_path = str(self.base / f"n{time.monotonic_ns() % 100000}.sock")
-        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns.bind(notify_path)
-        ns.settimeout(timeout)
-        env = dict(self.env, NOTIFY_SOCKET=notify_path)
-        logf = open(self.log, "ab")
-        t0 = time.perf_counter()
-        self.proc = subprocess.Popen([PY, "-m", "ctxlifed"], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=logf, stderr=logf)
-        logf.close()
         try:
-            while True:
-                try:
-                    msg = ns.recv(4096).decode()
-                except TimeoutError:
-                    raise RuntimeError(f"daemon not ready in {timeout}s:\n{self.log.read_text()[-3000:]}") from None
-                if "READY=1" in msg:
-                    break
-        finally:
-            ns.close()
-            os.unlink(notify_path)
-        self.ready_s = time.perf_counter() - t0
+            self.proc, self.ready_s = start_daemon(self.base, self.env, self.log, timeout=timeout, python=PY)
+        except AssertionError as exc:
+            raise RuntimeError(str(exc)) from None
         return self
 
     def stop(self, timeout: float = 30.0) -> int | None:

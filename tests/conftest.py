@@ -12,16 +12,16 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ctxlifed.testing import daemon_env, start_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIM = ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
@@ -44,26 +44,6 @@ def short_tmp() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def daemon_env(base: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXLIFED_", "NOTIFY_SOCKET", "LISTEN_"))}
-    home = base / "home"
-    home.mkdir(exist_ok=True)
-    env.update(
-        HOME=str(home),
-        XDG_RUNTIME_DIR=str(base / "run"),
-        XDG_DATA_HOME=str(base / "data"),
-        XDG_CONFIG_HOME=str(base / "config"),
-        CTXLIFED_SOCKET=str(base / "run" / "ctxlifed" / "s.sock"),
-        CTXLIFED_DATA_DIR=str(base / "data" / "ctxlifed"),
-        CTXLIFED_CONFIG=str(base / "config" / "ctxlifed" / "config.toml"),
-        CTXLIFED_TRANSCRIPT_ROOTS=str(base),
-        PYTHONUNBUFFERED="1",
-    )
-    (base / "run").mkdir(mode=0o700, exist_ok=True)
-    env.update(extra)
-    return env
-
-
 class DaemonProc:
     """A real ``python -m ctxlifed`` process, ready when READY=1 arrived."""
 
@@ -76,27 +56,7 @@ class DaemonProc:
         self.log = base / "daemon.log"
 
     def start(self, timeout: float = 20.0, expect_ready: bool = True) -> DaemonProc:
-        notify_path = str(self.base / f"n{time.monotonic_ns() % 100000}.sock")
-        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns.bind(notify_path)
-        ns.settimeout(timeout)
-        env = dict(self.env, NOTIFY_SOCKET=notify_path)
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "ctxlifed"], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=logf, stderr=logf)
-        logf.close()
-        try:
-            if expect_ready:
-                while True:
-                    try:
-                        msg = ns.recv(4096).decode()
-                    except TimeoutError:
-                        raise AssertionError(f"daemon not ready in {timeout}s:\n{self.log.read_text()[-3000:]}") from None
-                    if "READY=1" in msg:
-                        break
-        finally:
-            ns.close()
-            os.unlink(notify_path)
+        self.proc, _ready_s = start_daemon(self.base, self.env, self.log, timeout=timeout, expect_ready=expect_ready)
         return self
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:

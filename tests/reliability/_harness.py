@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from conftest import SHIM, DaemonProc, daemon_env  # the suite's root conftest
+from conftest import SHIM, DaemonProc  # the suite's root conftest
+from ctxlifed.testing import daemon_env, start_daemon
 
 SEED = int(os.environ.get("CTXLIFED_RELIABILITY_SEED", "20261129"))
 INTERNAL_ERROR = -32603
@@ -39,34 +40,15 @@ class RDaemon(DaemonProc):
 
     def start(self, timeout: float = 20.0, expect_ready: bool = True, *, umask: int | None = None,
               nofile: int | None = None, extra_env: dict[str, str] | None = None) -> RDaemon:
-        notify_path = str(self.base / f"n{time.monotonic_ns() % 1000000}.sock")
-        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns.bind(notify_path)
-        ns.settimeout(timeout)
-        env = dict(self.env, NOTIFY_SOCKET=notify_path, **(extra_env or {}))
         kw: dict[str, Any] = {}
         if umask is not None:
             kw["umask"] = umask
         if nofile is not None:
             kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        logf = open(self.log, "ab")
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "ctxlifed"], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=logf, stderr=logf, **kw)
-        logf.close()
-        try:
-            if expect_ready:
-                while True:
-                    try:
-                        msg = ns.recv(4096).decode()
-                    except TimeoutError:
-                        raise AssertionError(f"daemon not ready in {timeout}s:\n{self.log_text()[-3000:]}") from None
-                    if "READY=1" in msg:
-                        break
-                self.ready_ms = (time.monotonic() - t0) * 1000
-        finally:
-            ns.close()
-            os.unlink(notify_path)
+        env = dict(self.env, **(extra_env or {}))
+        self.proc, ready_s = start_daemon(self.base, env, self.log, timeout=timeout, expect_ready=expect_ready, **kw)
+        if expect_ready:
+            self.ready_ms = ready_s * 1000
         return self
 
     @property
