@@ -10,6 +10,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -168,6 +170,22 @@ def short_tmp(prefix: str = "clb-") -> Path:
     d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     os.chmod(d, 0o700)
     return d
+
+
+@contextlib.contextmanager
+def project_daemon(prefix: str) -> Iterator[tuple[Path, Path, Daemon]]:
+    """A private temp base, a git project in it, and a started daemon; all cleaned up after."""
+    base = short_tmp(prefix)
+    try:
+        proj = base / "proj"
+        (proj / ".git").mkdir(parents=True)
+        d = Daemon(base, daemon_env(base)).start()
+        try:
+            yield base, proj, d
+        finally:
+            d.stop()
+    finally:
+        rmtree(base)
 
 
 class Daemon:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _common import (Daemon, adapt, call, daemon_env, dist, new_session, post_tool_use, rmtree, sample, short_tmp,
-                     small_transcript, target, tool_output, transcript_turn)
+from _common import (Daemon, adapt, call, dist, new_session, post_tool_use, project_daemon, sample, small_transcript,
+                     target, tool_output, transcript_turn)
 
 
 class Client:
@@ -178,21 +178,11 @@ def throughput(d: Daemon, base: Path, proj: Path, n_clients: int, per_client: in
 def run(quick: bool, log: Any = print) -> dict[str, Any]:
     n_lat = 100 if quick else 1500
     per_client = 150 if quick else 2500
-    base = short_tmp("clbd-")
-    try:
-        env = daemon_env(base)
-        proj = base / "proj"
-        (proj / ".git").mkdir(parents=True)
-        d = Daemon(base, env).start()
-        try:
-            log(f"  daemon: latency x{n_lat} per event kind, then throughput 8 x {per_client} events")
-            lat = latency(d, base, proj, n_lat)
-            thr = throughput(d, base, proj, 8, per_client)
-            rss, fds = d.rss_kb(), d.fds()
-        finally:
-            d.stop()
-    finally:
-        rmtree(base)
+    with project_daemon("clbd-") as (base, proj, d):
+        log(f"  daemon: latency x{n_lat} per event kind, then throughput 8 x {per_client} events")
+        lat = latency(d, base, proj, n_lat)
+        thr = throughput(d, base, proj, 8, per_client)
+        rss, fds = d.rss_kb(), d.fds()
     cpu = {k.split(":", 1)[1]: round(v[0], 3) for k, v in lat.items() if k.startswith("cpu_ms:")}
     lat = {k: v for k, v in lat.items() if not k.startswith("cpu_ms:")}
     rows = [[f"daemon.{k}", dist(v), "ms", f"in-process client, 1 connection/request; daemon CPU {cpu[k]} ms/event"]

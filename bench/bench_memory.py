@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _common import Daemon, adapt, call, daemon_env, rmtree, sample, short_tmp, target
+from _common import (Daemon, adapt, call, project_daemon, sample, target)
 from bench_daemon import Client
 
 SESSION_EVENTS = 500
@@ -56,36 +56,26 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
     warm = 5_000 if quick else 100_000
     soak = 2_000 if quick else 10_000
     step = 500 if quick else 1_000
-    base = short_tmp("clbm-")
-    try:
-        env = daemon_env(base)
-        proj = base / "proj"
-        (proj / ".git").mkdir(parents=True)
-        d = Daemon(base, env).start()
-        try:
-            rss0, fds0 = d.rss_kb(), d.fds()
-            log(f"  memory: {warm:,} events (8 clients), then a {soak:,}-event soak; idle RSS {rss0 / 1024:.1f} MB")
-            errors = 0
-            done = 0
-            curve = []
-            while done < warm:
-                chunk = min(10_000, warm - done)
-                errors += _drive(d, base, proj, chunk, 8, done)
-                done += chunk
-                curve.append((done, d.rss_kb(), d.fds()))
-                log(f"    {done:>7,} events: RSS {curve[-1][1] / 1024:.1f} MB, fds {curve[-1][2]}")
-            rss_w, fds_w = d.rss_kb(), d.fds()
-            soak_curve = [(0, rss_w, fds_w)]
-            s = 0
-            while s < soak:
-                errors += _drive(d, base, proj, step, 8, 10_000_000 + s)
-                s += step
-                soak_curve.append((s, d.rss_kb(), d.fds()))
-            status = call(d.socket, "status", {"limit": 1})
-        finally:
-            d.stop()
-    finally:
-        rmtree(base)
+    with project_daemon("clbm-") as (base, proj, d):
+        rss0, fds0 = d.rss_kb(), d.fds()
+        log(f"  memory: {warm:,} events (8 clients), then a {soak:,}-event soak; idle RSS {rss0 / 1024:.1f} MB")
+        errors = 0
+        done = 0
+        curve = []
+        while done < warm:
+            chunk = min(10_000, warm - done)
+            errors += _drive(d, base, proj, chunk, 8, done)
+            done += chunk
+            curve.append((done, d.rss_kb(), d.fds()))
+            log(f"    {done:>7,} events: RSS {curve[-1][1] / 1024:.1f} MB, fds {curve[-1][2]}")
+        rss_w, fds_w = d.rss_kb(), d.fds()
+        soak_curve = [(0, rss_w, fds_w)]
+        s = 0
+        while s < soak:
+            errors += _drive(d, base, proj, step, 8, 10_000_000 + s)
+            s += step
+            soak_curve.append((s, d.rss_kb(), d.fds()))
+        status = call(d.socket, "status", {"limit": 1})
     rss_end, fds_end = soak_curve[-1][1], soak_curve[-1][2]
     growth_mb = (rss_end - rss_w) / 1024
     max_growth_mb = (max(r for _, r, _ in soak_curve) - rss_w) / 1024

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from _common import (Daemon, adapt, call, daemon_env, dist, new_session, post_tool_use, rmtree, sample, short_tmp,
-                     target, tool_output, transcript_turn)
+from _common import (Daemon, adapt, call, dist, new_session, post_tool_use, project_daemon, sample, target,
+                     tool_output, transcript_turn)
 from _text import TextGen
 
 
@@ -138,21 +138,11 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
     sizes = [10 << 10, 2 << 20] if quick else [10 << 10, 1 << 20, 5 << 20, 20 << 20]
     n = 30 if quick else 300
     sessions = 2 if quick else 7
-    base = short_tmp("clbt-")
-    try:
-        env = daemon_env(base)
-        proj = base / "proj"
-        (proj / ".git").mkdir(parents=True)
-        d = Daemon(base, env).start()
-        try:
-            log(f"  transcript: per-event cost at {', '.join(f'{s / 1e6:g} MB' for s in sizes)} ({n} events each)")
-            fl = flat(d, base, proj, sizes, n, log)
-            log(f"  transcript: PreCompact on {sessions} sessions of 200k tokens")
-            pc = precompact(d, base, proj, sessions, log)
-        finally:
-            d.stop()
-    finally:
-        rmtree(base)
+    with project_daemon("clbt-") as (base, proj, d):
+        log(f"  transcript: per-event cost at {', '.join(f'{s / 1e6:g} MB' for s in sizes)} ({n} events each)")
+        fl = flat(d, base, proj, sizes, n, log)
+        log(f"  transcript: PreCompact on {sessions} sessions of 200k tokens")
+        pc = precompact(d, base, proj, sessions, log)
     rows = []
     for size, r in fl.items():
         rows.append([f"transcript.event with 1 new turn, file {int(size) / 1e6:g} MB", r["per_event"], "ms",
