@@ -321,8 +321,7 @@ class Service:
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
                                                  f"Working zone at {budget.working_pct * 100:.0f}% (level {_level_name(budget.level)})"))
         # After the level advice: the more urgent one wins the single advice slot.
-        if (budget is not None and st.emergency_at != st.compactions
-                and budget.tokens_to_autocompact <= max(10_000, budget.window * 3 // 100)):
+        if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
             # Claude Code's summary drops is still in L2/L3.
             st.emergency_at = st.compactions
@@ -655,6 +654,11 @@ class Service:
         return n
 
 
+def near_autocompact(b: B.Budget) -> bool:
+    """Claude Code's auto-compaction is close: within 3 % of the window (at least 10,000 tokens)."""
+    return b.tokens_to_autocompact <= max(10_000, b.window * 3 // 100)
+
+
 def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     """Release advice following the chapter's decision tree, most relevant first.
 
@@ -667,7 +671,7 @@ def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     out: list[str] = []
     pct = b.working_pct * 100
     focus = f"/compact keep the {st.phase.phase} work"
-    if b.tokens_to_autocompact <= max(10_000, b.window * 3 // 100):
+    if near_autocompact(b):
         out.append(f"auto-compaction is {b.tokens_to_autocompact:,} tokens away: {focus} now, at a boundary you choose")
     recent = st.tests[-4:]
     if sum(1 for t in recent if t.startswith("FAIL")) >= 3:
