@@ -66,6 +66,7 @@ from ctxlifed.core.transcript import (
     Marks,
     SkillUse,
     TranscriptDelta,
+    marks_of,
 )
 
 __all__ = [
@@ -386,18 +387,6 @@ def _apply(w: Accounting, d: TranscriptDelta, a: Marks, b: Marks, ours: Callable
         _injected(w, i, ours)
 
 
-def _end(d: TranscriptDelta) -> Marks:
-    return Marks(
-        elements=len(d.elements),
-        usages=len(d.usages),
-        injected=len(d.injected),
-        skills=len(d.skills),
-        file_reads=len(d.file_reads),
-        instructions=len(d.instructions),
-        listings=len(d.listings),
-    )
-
-
 def _key(m: Marks, usages: float) -> tuple[float, ...]:
     return (usages, m.elements, m.injected, m.skills, m.file_reads, m.instructions, m.listings)
 
@@ -431,7 +420,7 @@ def fold(acc: Accounting, delta: TranscriptDelta, *, ours: Callable[[str], bool]
         elif delta.first_usage is not None:
             w.first_context = delta.first_usage.context_tokens
             w.system = max(0, w.first_context - _resident(w))
-    _apply(w, delta, cur, _end(delta), pred)
+    _apply(w, delta, cur, marks_of(delta, usages=len(delta.usages)), pred)
     if delta.last_usage is not None and not delta.compacted_last:
         w.last_context = delta.last_usage.context_tokens
         w.last_output = delta.last_usage.output_tokens

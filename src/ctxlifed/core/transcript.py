@@ -72,6 +72,7 @@ __all__ = [
     "InstructionFile",
     "Listing",
     "Marks",
+    "marks_of",
     "PendingTool",
     "SkillUse",
     "TranscriptCursor",
@@ -204,6 +205,12 @@ class Marks(msgspec.Struct, frozen=True, array_like=True):
     file_reads: int = 0
     instructions: int = 0
     listings: int = 0
+
+
+def marks_of(d: TranscriptDelta, *, usages: int) -> Marks:
+    """The lengths of ``d``'s lists now (``usages`` is passed: mid-chunk it is not ``len(d.usages)``)."""
+    return Marks(elements=len(d.elements), usages=usages, injected=len(d.injected), skills=len(d.skills),
+                 file_reads=len(d.file_reads), instructions=len(d.instructions), listings=len(d.listings))
 
 
 class TranscriptDelta(msgspec.Struct):
@@ -464,16 +471,7 @@ class _State:
         )
 
     def marks(self) -> Marks:
-        d = self.delta
-        return Marks(
-            elements=len(d.elements),
-            usages=len(self.chunk_usages),
-            injected=len(d.injected),
-            skills=len(d.skills),
-            file_reads=len(d.file_reads),
-            instructions=len(d.instructions),
-            listings=len(d.listings),
-        )
+        return marks_of(self.delta, usages=len(self.chunk_usages))
 
     def finish(self) -> TranscriptDelta:
         d = self.delta
