@@ -28,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from ctxlifed.core.classify import clip, detect_facts, sentences
 from ctxlifed.core.model import Element, Kind
@@ -49,29 +50,30 @@ _PY_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (\S+))?', re.M
 _PY_EXC_RE = re.compile(
     r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Iteration)\b.*$", re.M
 )
-_ERR_LINE_RE = re.compile(
-    r"^.*(?:\bError:|\berror(?:\[\w+\])?:|\bFAILED\b|\bpanic:|\bfatal:|\bException\b|\bERROR\b).*$",
-    re.M,
-)
+# Patterns that may match anywhere in a line are searched unanchored and widened to their line
+# (``_line_at``): a ``^.*X.*$`` pattern backtracks over every line it tries, quadratic in line length.
+_ERR_WORD_RE = re.compile(r"\bError:|\berror(?:\[\w+\])?:|\bFAILED\b|\bpanic:|\bfatal:|\bException\b|\bERROR\b")
+# Line-anchored test patterns start with "\n" and run on "\n" + body: a literal first character lets
+# the regex engine skip ahead, where "^" under re.M tries every position (several times slower).
+_TEST_COUNT_RE = re.compile(r"\b\d+[ \t]+(?:passed|failed|errors?)\b")  # pytest
 _TEST_SUMMARY_RE = re.compile(
-    r"^.*\b\d+\s+(?:passed|failed|errors?)\b.*$"  # pytest
-    r"|^test result: .*$"  # cargo
-    r"|^Tests?:\s+.*$"  # jest
-    r"|^\s*\d+\s+(?:passing|failing)\b.*$"  # mocha
-    r"|^(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]]*\]).*$|^(?:PASS|FAIL)$",  # go
+    r"\ntest result: .*$"  # cargo
+    r"|\nTests?:\s+.*$"  # jest
+    r"|\n\s*\d+\s+(?:passing|failing)\b.*$"  # mocha
+    r"|\n(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]]*\]).*$|\n(?:PASS|FAIL)$",  # go
     re.M,
 )
-_UNITTEST_RAN_RE = re.compile(r"^Ran \d+ tests? in .*$", re.M)
-_UNITTEST_STATUS_RE = re.compile(r"^(?:OK|FAILED)\b.*$", re.M)
+_UNITTEST_RAN_RE = re.compile(r"\n(Ran \d+ tests? in .*)$", re.M)
+_UNITTEST_STATUS_RE = re.compile(r"\n((?:OK|FAILED)\b.*)$", re.M)
 _FAILED_NAME_RE = re.compile(
-    r"^(?:FAILED|ERROR)\s+(?!\()(\S+)"  # pytest short summary
-    r"|^--- FAIL: (\S+)"  # go
-    r"|^test (\S+) \.\.\. FAILED"  # cargo
-    r"|^(?:FAIL|ERROR): (\w+)"  # unittest
-    r"|^\s*● (.+?)\s*$",  # jest
+    r"\n(?:FAILED|ERROR)\s+(?!\()(\S+)"  # pytest short summary
+    r"|\n--- FAIL: (\S+)"  # go
+    r"|\ntest (\S+) \.\.\. FAILED"  # cargo
+    r"|\n(?:FAIL|ERROR): (\w+)"  # unittest
+    r"|\n\s*● (.+?)\s*$",  # jest
     re.M,
 )
-_ASSERT_LINE_RE = re.compile(r"^E\s+(\S.*)$", re.M)
+_ASSERT_LINE_RE = re.compile(r"\nE\s+(\S.*)$", re.M)
 _ADDED_RE = re.compile(r"^\+(?!\+\+ )", re.M)
 _REMOVED_RE = re.compile(r"^-(?!-- )", re.M)
 _HUNK_RE = re.compile(r"^@@ ", re.M)
@@ -140,6 +142,36 @@ def _nonempty_lines(text: str, n: int, from_end: bool = False) -> list[str]:
     return out
 
 
+def _line_at(body: str, m: re.Match[str]) -> tuple[int, int]:
+    """(start, end) of the line holding match ``m``."""
+    stop = body.find("\n", m.end())
+    return body.rfind("\n", 0, m.start()) + 1, len(body) if stop < 0 else stop
+
+
+def _last_match(pattern: re.Pattern[str], text: str, chunk: int = 2048) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text``, scanning line-aligned chunks from the end (a test
+    runner's verdict is near the end, so this usually reads one chunk). Matches must not span lines."""
+    end = len(text)
+    while end > 0:
+        start = max(0, text.rfind("\n", 0, max(0, end - chunk)))
+        m = None
+        for m in pattern.finditer(text, start, end):
+            pass
+        if m is not None:
+            return m
+        end = start
+    return None
+
+
+def _lines_of(pattern: re.Pattern[str], body: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each distinct line of ``body`` holding a match of ``pattern``, in order."""
+    pos = 0
+    while (m := pattern.search(body, pos)) is not None:
+        start, stop = _line_at(body, m)
+        yield start, stop
+        pos = stop + 1
+
+
 def _error_lines(text: str) -> list[str]:
     body = clip(text)
     if "Traceback (most recent call last)" in body:
@@ -155,8 +187,8 @@ def _error_lines(text: str) -> list[str]:
         if out:
             return out
     found: list[str] = []
-    for m in _ERR_LINE_RE.finditer(body):
-        s = m.group(0).strip()
+    for start, end in _lines_of(_ERR_WORD_RE, body):
+        s = body[start:end].strip()
         if s not in found:
             found.append(s)
             if len(found) >= 2:
@@ -167,18 +199,25 @@ def _error_lines(text: str) -> list[str]:
 def _test_lines(el: Element, text: str) -> list[str]:
     body = clip(text)
     out: list[str] = []
+    nb = "\n" + body
     summary = None
-    for m in _TEST_SUMMARY_RE.finditer(body):
-        summary = m.group(0)
+    found = _last_match(_TEST_SUMMARY_RE, nb)
+    if "passed" in nb or "failed" in nb or "error" in nb:
+        count = _last_match(_TEST_COUNT_RE, nb)
+        if count is not None and (found is None or count.start() > found.start()):
+            start, end = _line_at(nb, count)
+            summary = nb[start:end]
+    if summary is None and found is not None:
+        summary = found.group(0)
     if summary is None:
-        ran = _UNITTEST_RAN_RE.findall(body)
-        status = _UNITTEST_STATUS_RE.findall(body)
+        ran = _UNITTEST_RAN_RE.findall(nb)
+        status = _UNITTEST_STATUS_RE.findall(nb)
         if ran or status:
             summary = " ".join(x[-1] for x in (ran, status) if x)
     if summary:
         out.append(summary.strip().strip("=").strip())
     names: list[str] = []
-    for m in _FAILED_NAME_RE.finditer(body):
+    for m in _FAILED_NAME_RE.finditer(nb):
         name = next(g for g in m.groups() if g)
         if name not in names:
             names.append(name)
@@ -187,7 +226,7 @@ def _test_lines(el: Element, text: str) -> list[str]:
     if names:
         out.append("failed: " + ", ".join(names))
     if el.passed is not True:
-        a = _ASSERT_LINE_RE.search(body)
+        a = _ASSERT_LINE_RE.search(nb)
         if a:
             out.append(a.group(1))
         elif not names and (el.passed is False or el.is_error):

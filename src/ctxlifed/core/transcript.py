@@ -56,6 +56,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -276,10 +277,20 @@ def test_outcome(output: str, is_error: bool) -> bool | None:
         return False
     # Runners print their verdict at the end: look at the tail only, and only run a pattern when its
     # cheap substring pre-check matches (these scans run on every test command's output).
-    tail = "\n".join(output[-TEST_TAIL:].rsplit("\n", TEST_TAIL_LINES)[-TEST_TAIL_LINES:])
-    if ("fail" in tail or "FAIL" in tail or "ERROR" in tail or "error" in tail) and _FAIL_RE.search(tail):
+    return _tail_outcome(output[-TEST_TAIL:])
+
+
+@functools.lru_cache(maxsize=32)
+def _tail_outcome(tail: str) -> bool | None:
+    # Cached: one tool output reaches this from the hook payload, the transcript and the lessons
+    # classifier. Every marker sits within a line, so only lines holding a marker's keyword run a
+    # pattern (a test log is mostly lines of neither kind).
+    lines = tail.rsplit("\n", TEST_TAIL_LINES)[-TEST_TAIL_LINES:]
+    fails = [ln for ln in lines if "fail" in ln or "FAIL" in ln or "ERROR" in ln or "error" in ln]
+    if fails and any(_FAIL_RE.search(ln) for ln in fails):
         return False
-    if ("pass" in tail or "PASS" in tail or "ok" in tail or "OK" in tail or "Pass" in tail) and _PASS_RE.search(tail):
+    passes = [ln for ln in lines if "pass" in ln or "PASS" in ln or "ok" in ln or "OK" in ln or "Pass" in ln]
+    if passes and any(_PASS_RE.search(ln) for ln in passes):
         return True
     return None
 

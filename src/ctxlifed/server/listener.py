@@ -47,6 +47,7 @@ _enc = msgspec.json.Encoder()
 OVERLOAD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 LOG_EVERY_S = 5.0  # at most one accept/eviction warning per interval
 DRAIN_S = 0.05  # on stop, how long an idle connection may still deliver a frame already sent
+SLOW_MS = 100.0  # a request slower than this is logged at INFO (others at DEBUG)
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -310,8 +311,10 @@ class Server:
             self.in_flight -= 1
             self._check_idle()
         ms = (time.perf_counter() - t0) * 1000
-        log.info("request", method=call.method, ms=round(ms, 3), outcome=outcome,
-                 notification=call.notification)
+        # One line per request only at DEBUG: hooks fire on every tool call, and a log line per
+        # call costs CPU on the hot path and floods the journal. Failures and slow calls stay at INFO.
+        (log.info if outcome != "ok" or ms >= SLOW_MS else log.debug)(
+            "request", method=call.method, ms=round(ms, 3), outcome=outcome, notification=call.notification)
         return None if call.notification else reply
 
     def _check_idle(self) -> None:
