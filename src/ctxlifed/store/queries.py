@@ -8,7 +8,32 @@ Rules:
   ``RANK_WINDOW`` rows that match and pass the filters (FTS5 walks its doclist newest first and
   stops there), and the display columns are read for the returned hits only. Below that many
   matches the result is exactly "all matches ranked"; above it, older matches are reached by a
-  more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP``.
+  more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP`` (counted on from
+  the window's oldest id, not again from the top).
+- Word index (schema 0006): user terms match the ``text`` and ``summary`` columns only; the
+  ``tags`` column holds one token per project, session, phase and kind (``tag_token``), so filters
+  are intersected inside the index instead of by visiting every term match. A filter held by more
+  than ``TAG_DENSE`` of the newest rows is left to the join (decoding its long doclist costs more
+  than it saves) unless it is the only filter. The join keeps checking every filter either way.
+- bm25 and its cost: FTS5's ``bm25()`` first reads every match of every phrase in the whole index
+  (its IDF), whatever the LIMIT. So each term's document frequency is first read from at most
+  ``DF_WALK`` of its newest matches (exact below that, else estimated from the id span walked):
+  * all terms rarer than ``DF_WALK``: ``bm25()`` on the window, filters by join (bounded: fewer
+    than DF_WALK matches per term);
+  * else, if the matches bm25 would read (a phrase's counted ``PHRASE_COST`` times: positions) stay
+    within ``BM25_BUDGET``: the window from the index with the tags, then ``bm25()`` for those
+    rows only (``+rowid IN``);
+  * else (very common terms): bm25 computed here for the window rows, with FTS5's formula and
+    parameters: term frequencies from ``highlight()`` (a span of a multi-term query is credited to
+    the term it shares the longest prefixes with), document lengths from the index's docsize
+    records, IDF from the estimated frequency. The order equals ``bm25()``'s for
+    one term and differs only through the estimated IDF weights for several.
+  Document lengths (``bm25()``'s and the computed ones alike) include the four tag tokens (≈3% of
+  a mean row): scores move a little against schema 0005; rows of near-equal score may swap.
+- A non-CJK term the word index did not match goes to the trigram index (substrings) unless the
+  word index proves it absent: an ASCII term's inner words (all but a first/last word it may cut
+  out of a longer one) are whole tokens of any text holding it, so no row with all of them means
+  no row holds the term.
 - Substrings of non-CJK words the word index did not match come from the trigram index, read in
   rowid order within the newest ``TRI_SPAN`` ids and ordered newest first (no bm25: its IDF pass
   reads every match in the index, and FTS5 walks a long trigram phrase backwards slowly).
@@ -18,12 +43,15 @@ Rules:
   occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` ids are also
   scanned with ``instr()``. ``instr()`` confirms case (the index folds it) and any other short
   term. Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
-- Ranking: FTS rank (bm25) first, then priority, then recency (1–2 character CJK terms: priority,
+- Ranking: bm25 first, then priority, then recency (1–2 character CJK terms: priority,
   then recency; substring matches: recency).
 """
 
 from __future__ import annotations
 
+import math
+import os
+import re
 import sqlite3
 from typing import Any
 
@@ -35,6 +63,11 @@ SHORT_SCAN = 1000  # newest ids scanned for a 1-2 character CJK term that ends a
 TRI_SPAN = 100_000  # ids (newest) the trigram substring fallback of non-CJK words looks at
 TRI_CAP = 2000  # rows it keeps at most (the newest when the span held more)
 TOTAL_CAP = 1000
+DF_WALK = 1000  # matches of one term read (newest first) to know or estimate its document frequency
+TAG_DENSE = 0.25  # a filter held by more of the newest rows than this is applied by a join, not a tag
+BM25_BUDGET = 40_000  # term matches FTS5's bm25() may read for its IDF (a phrase's count PHRASE_COST times)
+PHRASE_COST = 5
+K1, B = 1.2, 0.75  # bm25 parameters (FTS5's)
 WINDOW = 360
 _VOCAB = "temp.ctxlifed_tri_vocab"
 
@@ -81,14 +114,224 @@ def _ranked_window(conn: sqlite3.Connection, table: str, expr: str, where: str, 
         (expr, *args, *extra_args)).fetchall()
 
 
+def tag_token(letter: str, value: str) -> str | None:
+    """The word index's filter tag for a column value (schema 0006 builds the same in SQL)."""
+    try:
+        return letter + value.encode("utf-8").hex() + "0"
+    except UnicodeEncodeError:
+        return None
+
+
+def _walk(conn: sqlite3.Connection, match: str) -> tuple[int, int | None]:
+    """(matches, lowest id) among the newest DF_WALK matches of ``match`` in the word index."""
+    return conn.execute(
+        f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM archive_fts WHERE archive_fts MATCH ?"
+        f" ORDER BY rowid DESC LIMIT {DF_WALK})", (match,)).fetchone()
+
+
+def _density(cnt: int, low: int | None, top: int) -> float:
+    """Share of the newest ids that match, from a walk (0 when the walk held every match)."""
+    if cnt < DF_WALK or low is None:
+        return 0.0
+    return DF_WALK / max(top - low + 1, DF_WALK)
+
+
+def _tag_expression(conn: sqlite3.Connection, top: int, project: str | None, session: str | None,
+                    phase: str | None, kinds: tuple[str, ...] | None) -> tuple[str, bool]:
+    """An FTS5 expression over the ``tags`` column for the sparse filters, and whether it applies
+    every filter. A filter held by more than TAG_DENSE of the newest rows stays a join filter: the
+    index would decode its long doclist for nothing."""
+    parts: list[str] = []
+    covered = True
+    wanted: list[list[str | None]] = []
+    for letter, value in (("p", project), ("s", session), ("h", phase)):
+        if value is not None:
+            wanted.append([tag_token(letter, value)])
+    if kinds:
+        wanted.append([tag_token("k", k) for k in kinds])
+    dense: list[str] = []
+    for toks in wanted:
+        if None in toks:
+            covered = False
+            continue
+        alt = " OR ".join(f'"{t}"' for t in toks)
+        alt = f"({alt})" if len(toks) > 1 else alt
+        if sum(_density(*_walk(conn, f'tags : "{t}"'), top) for t in toks) > TAG_DENSE:
+            dense.append(alt)
+        else:
+            parts.append(alt)
+    if dense and not parts:
+        parts = dense  # dense filters alone: still cheaper in the index than by a join
+    elif dense:
+        covered = False
+    return (f"tags : ({' AND '.join(parts)})" if parts else ""), covered
+
+
+def _varints(b: bytes) -> list[int]:
+    """SQLite varints (FTS5's docsize and averages records)."""
+    out, i, n = [], 0, len(b)
+    while i < n:
+        v = 0
+        for j in range(9):
+            c = b[i]
+            i += 1
+            if j == 8:
+                v = (v << 8) | c
+                break
+            v = (v << 7) | (c & 0x7F)
+            if not c & 0x80:
+                break
+        out.append(v)
+    return out
+
+
+_SPAN = re.compile("\x01(.*?)\x02", re.S)
+_TOKEN = re.compile(r"\w+")
+
+
+def _tokens(s: str) -> list[str]:
+    return _TOKEN.findall(s.lower())
+
+
+def _attribute(span: str, term_tokens: list[list[str]]) -> int:
+    """Which term a highlighted span is an instance of: same token count, then the longest shared
+    prefixes (the index stems, so "locking" is an instance of "locked")."""
+    st = _tokens(span)
+    best, best_key = 0, (-1, -1)
+    for i, tt in enumerate(term_tokens):
+        shared = sum(len(os.path.commonprefix((a, b))) for a, b in zip(st, tt))
+        key = (len(st) == len(tt), shared)
+        if key > best_key:
+            best, best_key = i, key
+    return best
+
+
+def _doc_freqs(conn: sqlite3.Connection, term_exprs: list[str], top: int) -> list[tuple[float, bool]]:
+    """Per term (document frequency in the word index, exact?). At most DF_WALK matches of each
+    term are read, newest first: fewer is the exact count; a full walk estimates the frequency from
+    the id span it covered (ids are dense)."""
+    out = []
+    for te in term_exprs:
+        cnt, low = _walk(conn, f"{{text summary}} : ({te})")
+        if cnt < DF_WALK:
+            out.append((float(cnt), True))
+        else:
+            out.append((_density(cnt, low, top) * top, False))
+    return out
+
+
+def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tuple[Any, ...], where: str,
+                 args: list[Any], extra: str, extra_args: list[Any]) -> tuple[list[tuple[int, float, int]], str, bool]:
+    """(id, bm25, priority) of the newest RANK_WINDOW rows of the word index matching every term and
+    the filters; the MATCH expression used; whether it applies every filter itself (tags)."""
+    term_exprs = list(dict.fromkeys(e for e in (fts_match_expression((t,), ()) for t in terms) if e))
+    if not term_exprs:
+        return [], "", False
+    words = f"{{text summary}} : ({' '.join(term_exprs)})"
+    top = conn.execute("SELECT max(rowid) FROM archive_fts_docsize").fetchone()[0] or 0
+    dfs = _doc_freqs(conn, term_exprs, top)
+    if all(exact for _df, exact in dfs):
+        # Rare terms: FTS5's bm25() reads at most DF_WALK matches per term for its IDF, and the
+        # filters are checked on at most that many rows: exact ranking, bounded work.
+        return _ranked_window(conn, "archive_fts", words, where, args, extra, extra_args), words, False
+    tags, covered = _tag_expression(conn, top, *filters)
+    match = f"{words} AND {tags}" if tags else words
+    idf_cost = sum(df * (PHRASE_COST if " " in te.strip('"') else 1) for (df, _e), te in zip(dfs, term_exprs, strict=True))
+    if idf_cost <= BM25_BUDGET:
+        # Common, not very common: the window from the index (tags), then FTS5's bm25() over that
+        # id range (its IDF pass reads every match of the terms: within budget).
+        win = conn.execute(
+            "SELECT a.id, a.priority FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
+            f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
+            (match, *args, *extra_args)).fetchall()
+        if not win:
+            return [], match, covered
+        prio = dict(win)
+        ids = ",".join(str(int(i)) for i, _p in win)  # `+rowid`: a filter (bm25 for these rows only), not a lookup
+        ranked = conn.execute(
+            "SELECT rowid, bm25(archive_fts) FROM archive_fts WHERE archive_fts MATCH ? AND rowid BETWEEN ? AND ?"
+            f" AND +rowid IN ({ids})", (words, win[-1][0], win[0][0])).fetchall()
+        return [(i, sc, prio[i]) for i, sc in ranked if i in prio], match, covered
+    # Very common terms: bm25 computed here over the window (see the module rules).
+    rows = conn.execute(
+        "SELECT a.id, a.priority, highlight(archive_fts, 0, char(1), char(2)),"
+        " highlight(archive_fts, 1, char(1), char(2)), d.sz FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
+        " LEFT JOIN archive_fts_docsize d ON d.id = archive_fts.rowid"
+        f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
+        (match, *args, *extra_args)).fetchall()
+    if not rows:
+        return [], match, covered
+    avg = _varints(conn.execute("SELECT block FROM archive_fts_data WHERE id = 1").fetchone()[0])
+    n_rows = max(avg[0], 1)
+    avgdl = max(sum(avg[1:]) / n_rows, 1.0)  # every column, as bm25() counts
+    idf = [max(math.log((n_rows - df + 0.5) / (df + 0.5)), 1e-6) for df, _exact in dfs]
+    term_tokens = [_tokens(t) for t in term_exprs]
+    seen: dict[str, int] = {}
+    out = []
+    for aid, prio, h0, h1, sz in rows:
+        if len(idf) == 1:
+            tf = [float(h0.count("\x01") + h1.count("\x01"))]
+        else:
+            tf = [0.0] * len(idf)
+            for span in (*_SPAN.findall(h0), *_SPAN.findall(h1)):
+                i = seen.get(span)
+                if i is None:
+                    i = seen[span] = _attribute(span, term_tokens)
+                tf[i] += 1
+        dl = sum(_varints(sz)) if sz else avgdl
+        norm = K1 * (1 - B + B * dl / avgdl)
+        score = sum(w * (f * (K1 + 1)) / (f + norm) for w, f in zip(idf, tf, strict=True))
+        out.append((aid, -score, prio))
+    return out, match, covered
+
+
 def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: list[Any], extra: str,
-           extra_args: list[Any], window: int) -> int:
-    """Matches, capped at TOTAL_CAP: the window's size unless the window was full."""
+           extra_args: list[Any], window: int, *, join: bool = True, below: int = 0) -> int:
+    """Matches, capped at TOTAL_CAP: the window's size unless the window was full. ``join=False``
+    when ``expr`` itself applies every filter (the word index's tags); ``below`` > 0: the window
+    is every match with an id from ``below`` on, so only the older ones are counted."""
     if window < RANK_WINDOW or window >= TOTAL_CAP:
         return min(window, TOTAL_CAP)
-    return conn.execute(
+    span, base, cap = "", 0, TOTAL_CAP
+    if below > 0:
+        span, base, cap = f" AND {table}.rowid < {int(below)}", window, TOTAL_CAP - window
+    if not join:
+        return base + conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?{span}"
+                                   f" LIMIT {cap})", (expr,)).fetchone()[0]
+    return base + conn.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM {table} JOIN archive a ON a.id = {table}.rowid"
-        f" WHERE {table} MATCH ? AND {where}{extra} LIMIT {TOTAL_CAP})", (expr, *args, *extra_args)).fetchone()[0]
+        f" WHERE {table} MATCH ?{span} AND {where}{extra} LIMIT {cap})", (expr, *args, *extra_args)).fetchone()[0]
+
+
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _inner_words(term: str) -> list[str]:
+    """Words of an ASCII ``term`` that any text holding it as a substring holds as whole tokens of
+    the word index: all but a first/last word the term may cut out of a longer one."""
+    if not term.isascii():
+        return []
+    words = _ASCII_WORD.findall(term)
+    if words and term[:1].isalnum():
+        words = words[1:]
+    if words and term[-1:].isalnum():
+        words = words[:-1]
+    return words
+
+
+def _no_substring_match(conn: sqlite3.Connection, terms: tuple[str, ...], project: str | None,
+                        session: str | None) -> bool:
+    """True when the word index proves that no row (of the project / session) holds every term as
+    a substring: no row has all their inner words. Token lookups, no scan."""
+    inner = list(dict.fromkeys(w.lower() for t in terms for w in _inner_words(t)))
+    if not inner:
+        return False
+    toks = [t for t in (project is not None and tag_token("p", project),
+                        session is not None and tag_token("s", session)) if t]
+    match = f"{{text summary}} : ({fts_match_expression(tuple(inner), ())})"
+    if toks:
+        match += " AND tags : (" + " AND ".join(f'"{t}"' for t in toks) + ")"
+    return conn.execute("SELECT 1 FROM archive_fts WHERE archive_fts MATCH ? LIMIT 1", (match,)).fetchone() is None
 
 
 def _substring_window(conn: sqlite3.Connection, expr: str, where: str, args: list[Any], extra: str,
@@ -204,17 +447,21 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
         long_terms = (*long_words, *long_phrases)
         cjk = any(_has_cjk(t) for t in long_terms)
         if not cjk:
-            win = _ranked_window(conn, "archive_fts", expr, where, args, extra, extra_args)
+            win, match, covered = _word_window(conn, long_terms, (project, session, phase, kinds), where, args,
+                                               extra, extra_args)
             win.sort(key=lambda r: (r[1], -r[2], -r[0]))
             take([(r[0], 100.0 - r[1]) for r in win[:limit]])
-            total = _count(conn, "archive_fts", expr, where, args, extra, extra_args, len(win))
+            if match:
+                total = _count(conn, "archive_fts", match, where, args, extra, extra_args, len(win),
+                               join=bool(extra) or not covered, below=min(r[0] for r in win) if win else 0)
         if trigram and len(order) < limit and all(len(t) >= 3 for t in long_terms):
             if cjk:  # the trigram index is the primary index for CJK: ranked like the word index
                 win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
                 win.sort(key=lambda r: (r[1], -r[0]))
                 take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
                 total = max(total, _count(conn, "archive_tri", expr, where, args, extra, extra_args, len(win)))
-            else:  # substrings of words the word index did not match: the newest rows, newest first
+            elif not _no_substring_match(conn, long_terms, project, session):
+                # substrings of words the word index did not match: the newest rows, newest first
                 ids = _substring_window(conn, expr, where, args, extra, extra_args)
                 take([(i, 50.0) for i in ids[: limit + len(order)]])
                 if not total:

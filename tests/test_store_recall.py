@@ -1,0 +1,227 @@
+"""Recall in the store at scale: filter tags in the word index (schema 0006), the bm25 paths for
+rare / common / very common terms, counts, and the word-index proof that a substring is absent."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ctxlifed.store import queries, schema
+
+PHASES = ("planning", "design", "implementation", "testing", "review")
+KINDS = ("tool", "error", "test_result", "code_change")
+
+
+def _old_store(path: Path) -> sqlite3.Connection:
+    """A store created by the migrations before 0006 (as an older daemon left it)."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_ts FLOAT)")
+    for name, stmts in schema.MIGRATIONS:
+        if name >= "0006":
+            break
+        if name == "0003_fts_trigram" and not schema.has_trigram(conn):
+            continue
+        for stmt in stmts:
+            conn.execute(stmt)
+        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    conn.execute("COMMIT")
+    return conn
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, str]], priority: int = 50) -> list[int]:
+    """rows: (project, session, phase, kind, text)."""
+    ids = []
+    conn.execute("BEGIN")
+    for i, (project, session, phase, kind, text) in enumerate(rows):
+        cur = conn.execute(
+            "INSERT INTO archive(hash, session, project, ts, kind, phase, priority, summary, text, chars)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (f"h{len(text)}-{i}-{text[:20]}-{project}-{session}", session, project, float(i), kind, phase,
+             priority, "", text, len(text)))
+        ids.append(cur.lastrowid)
+    conn.execute("COMMIT")
+    return ids
+
+
+def _migrate(conn: sqlite3.Connection) -> list[str]:
+    conn.execute("BEGIN IMMEDIATE")
+    applied = schema.migrate(conn)
+    conn.execute("COMMIT")
+    return applied
+
+
+def _brute(conn: sqlite3.Connection, word: str, **flt: str | None) -> list[int]:
+    """Ids whose text holds ``word`` as a whole (ASCII) word and pass the filters, newest first."""
+    where, args = ["(' ' || lower(text) || ' ') LIKE ?"], [f"% {word} %"]
+    for col, value in flt.items():
+        if value is not None:
+            where.append(f"{col} = ?")
+            args.append(value)
+    return [r[0] for r in conn.execute(f"SELECT id FROM archive WHERE {' AND '.join(where)} ORDER BY id DESC", args)]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path):
+    """A store migrated from an old one, holding a common word in many rows of several projects,
+    sessions, phases and kinds, plus a few rows added after the migration."""
+    conn = _old_store(tmp_path / "old.db")
+    rows = []
+    for i in range(150):
+        project = "/p" if i % 3 else "/other/项目"
+        words = " ".join(["alpha"] * (1 + i % 4)) + " filler" * (i % 7) + (" beta" if i % 5 == 0 else "")
+        rows.append((project, f"s{i % 4}", PHASES[i % 5], KINDS[i % 4], f"row {i} {words} end"))
+    _insert(conn, rows[:100])
+    assert "0006_fts_tags" in _migrate(conn)
+    _insert(conn, rows[100:])
+    yield conn
+    conn.close()
+
+
+def _search(conn: sqlite3.Connection, words: tuple[str, ...] = (), phrases: tuple[str, ...] = (), **kw):
+    return queries.search(conn, words=words, phrases=phrases, limit=200, **kw)
+
+
+def test_migration_0006_rebuilds_the_word_index_of_an_old_store(corpus) -> None:
+    """An old store gains the tags column; rows from before and after the migration are indexed,
+    and the index matches its content (integrity-check)."""
+    conn = corpus
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(archive_fts)")]
+    assert cols == ["text", "summary", "tags"]
+    conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('integrity-check')")
+    hits, total = _search(conn, ("alpha",), project="/p", phase="testing")
+    assert {h["id"] for h in hits} == set(_brute(conn, "alpha", project="/p", phase="testing"))
+    assert total == len(hits) > 0
+    assert max(h["id"] for h in hits) > 100  # rows inserted after the migration are tagged too
+    assert _migrate(conn) == []  # idempotent
+
+
+def test_tag_tokens_are_the_indexed_tokens(tmp_path: Path) -> None:
+    """``tag_token`` builds exactly what the triggers index, non-ASCII values included."""
+    conn = _old_store(tmp_path / "t.db")
+    _migrate(conn)
+    [aid] = _insert(conn, [("/home/用户/项目 x", "sess-1", "design", "code_change", "some text")])
+    for letter, value in (("p", "/home/用户/项目 x"), ("s", "sess-1"), ("h", "design"), ("k", "code_change")):
+        tok = queries.tag_token(letter, value)
+        got = conn.execute("SELECT rowid FROM archive_fts WHERE archive_fts MATCH ?", (f'tags : "{tok}"',)).fetchall()
+        assert got == [(aid,)], (letter, value)
+    # user words never match the tags column
+    tok = queries.tag_token("h", "design")
+    assert _search(conn, (tok,))[0] == []
+
+
+def test_tags_follow_updates_of_every_filter_column(corpus) -> None:
+    """The update trigger re-tags a row whose phase, kind, project or session changed."""
+    conn = corpus
+    [aid] = _insert(conn, [("/p", "s0", "design", "tool", "a unique zebraword here")])
+    conn.execute("UPDATE archive SET phase = 'review', kind = 'error', project = '/q', session = 'zz' WHERE id = ?", (aid,))
+    assert [h["id"] for h in _search(conn, ("zebraword",), project="/q", session="zz", phase="review",
+                                     kinds=("error",))[0]] == [aid]
+    for kw in ({"project": "/p"}, {"session": "s0"}, {"phase": "design"}, {"kinds": ("tool",)}):
+        assert _search(conn, ("zebraword",), **kw)[0] == [], kw
+    conn.execute("UPDATE archive SET summary = 'summarised', priority = 90 WHERE id = ?", (aid,))
+    assert [h["id"] for h in _search(conn, ("summarised",), project="/q")[0]] == [aid]
+    conn.execute("DELETE FROM archive WHERE id = ?", (aid,))
+    conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('integrity-check')")
+
+
+@pytest.mark.parametrize("path", ["rare", "bm25", "computed"])
+@pytest.mark.parametrize("filters", [
+    {}, {"project": "/p"}, {"project": "/p", "phase": "testing"}, {"project": "/other/项目", "kinds": ("error",)},
+    {"session": "s1", "kinds": ("error", "tool")}, {"phase": "design", "kinds": ("code_change",)},
+])
+def test_every_path_finds_exactly_the_filtered_matches(corpus, monkeypatch, path, filters) -> None:
+    """Rare terms (FTS5 bm25, join), common terms (tags + bm25 of the window) and very common terms
+    (tags + bm25 computed here) return the same hits and totals as a brute-force scan."""
+    conn = corpus
+    if path != "rare":
+        monkeypatch.setattr(queries, "DF_WALK", 5)
+    monkeypatch.setattr(queries, "BM25_BUDGET", 10**9 if path == "bm25" else 0)
+    monkeypatch.setattr(queries, "RANK_WINDOW", 1000)
+    kinds = filters.get("kinds")
+    want = _brute(conn, "alpha", project=filters.get("project"), session=filters.get("session"),
+                  phase=filters.get("phase"))
+    if kinds:
+        ok = {r[0] for r in conn.execute(f"SELECT id FROM archive WHERE kind IN ({','.join('?' * len(kinds))})", kinds)}
+        want = [i for i in want if i in ok]
+    hits, total = _search(conn, ("alpha",), **filters)
+    assert sorted(h["id"] for h in hits) == sorted(want)
+    assert total == len(want)
+
+
+@pytest.mark.parametrize("path", ["rare", "bm25", "computed"])
+def test_single_term_order_is_fts5_bm25_order(corpus, monkeypatch, path) -> None:
+    """Ranking: the computed bm25 orders one term's matches as FTS5's bm25() does (more
+    occurrences in a shorter row first), then priority, then recency."""
+    conn = corpus
+    if path != "rare":
+        monkeypatch.setattr(queries, "DF_WALK", 5)
+    monkeypatch.setattr(queries, "BM25_BUDGET", 10**9 if path == "bm25" else 0)
+    monkeypatch.setattr(queries, "RANK_WINDOW", 1000)
+    hits, _ = _search(conn, ("alpha",), project="/p")
+    ref = [r[0] for r in conn.execute(
+        "SELECT a.id FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid WHERE archive_fts MATCH ?"
+        " AND a.project = '/p' ORDER BY bm25(archive_fts), a.priority DESC, a.id DESC",
+        ('{text summary} : "alpha"',))]
+    assert [h["id"] for h in hits] == ref
+    assert hits[0]["score"] > hits[-1]["score"]
+
+
+def test_multi_term_ranking_credits_each_term(corpus, monkeypatch) -> None:
+    """Very common terms, two of them: every row holding both is found, and a row with more
+    occurrences of the rarer term ranks above one with fewer, other things equal."""
+    conn = corpus
+    monkeypatch.setattr(queries, "DF_WALK", 5)
+    monkeypatch.setattr(queries, "BM25_BUDGET", 0)
+    a, b = _insert(conn, [("/r", "s9", "design", "tool", "alpha beta beta beta gamma"),
+                          ("/r", "s9", "design", "tool", "alpha alpha alpha beta gamma")])
+    hits, total = _search(conn, ("alpha", "beta"), project="/r")
+    assert [h["id"] for h in hits] == [a, b] and total == 2
+    hits, _ = _search(conn, ("alpha", "beta"))
+    assert {h["id"] for h in hits} == set(_brute(conn, "alpha")) & set(_brute(conn, "beta"))
+
+
+def test_totals_count_on_from_the_window(corpus, monkeypatch) -> None:
+    """A full window: the total counts the older matches too (capped at TOTAL_CAP)."""
+    conn = corpus
+    monkeypatch.setattr(queries, "RANK_WINDOW", 10)
+    monkeypatch.setattr(queries, "TOTAL_CAP", 50)
+    for df_walk in (1000, 5):
+        monkeypatch.setattr(queries, "DF_WALK", df_walk)
+        for flt, want in (({"project": "/p"}, 50), ({"project": "/p", "phase": "review"},
+                                                     len(_brute(conn, "alpha", project="/p", phase="review")))):
+            hits, total = queries.search(conn, words=("alpha",), limit=5, **flt)
+            assert len(hits) == 5 and total == min(want, 50), (df_walk, flt)
+
+
+def test_phrases_through_every_path(corpus, monkeypatch) -> None:
+    conn = corpus
+    want = {r[0] for r in conn.execute("SELECT id FROM archive WHERE text LIKE '%alpha alpha alpha%'"
+                                       " AND project = '/p'")}
+    for df_walk, budget in ((1000, 0), (5, 10**9), (5, 0)):
+        monkeypatch.setattr(queries, "DF_WALK", df_walk)
+        monkeypatch.setattr(queries, "BM25_BUDGET", budget)
+        hits, total = _search(conn, (), ("alpha alpha alpha",), project="/p")
+        assert {h["id"] for h in hits} == want and total == len(want)
+
+
+def test_absent_inner_words_prove_no_substring_match(corpus) -> None:
+    """A phrase whose inner words no row holds is answered from the word index; one whose words
+    exist but only inside longer words is still found as a substring (trigram index)."""
+    conn = corpus
+    assert _search(conn, (), ("the nonexistentword writer",), project="/p") == ([], 0)
+    assert queries._no_substring_match(conn, ("the nonexistentword writer",), "/p", None)
+    assert not queries._no_substring_match(conn, ("lpha filler fil",), "/p", None)  # inner word: filler
+    assert not queries._no_substring_match(conn, ("lpha",), "/p", None)  # no inner word: no proof
+    assert not queries._no_substring_match(conn, ("añejo vino tinto",), None, None)  # not ASCII: no proof
+    if schema.has_trigram(conn):
+        [aid] = _insert(conn, [("/p", "s0", "design", "tool", "xxthe prefixed wordsyy")])
+        conn.execute("BEGIN")  # the trigram backlog (if any), drained as the idle writer does
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tri_pending'").fetchone():
+            conn.execute("INSERT INTO archive_tri(rowid, text) SELECT a.id, a.text FROM tri_pending p"
+                         " JOIN archive a ON a.id = p.id")
+            conn.execute("DELETE FROM tri_pending")
+        conn.execute("COMMIT")
+        assert [h["id"] for h in _search(conn, (), ("he prefixed words",), project="/p")[0]] == [aid]
