@@ -63,10 +63,10 @@ SHORT_SCAN = 1000  # newest ids scanned for a 1-2 character CJK term that ends a
 TRI_SPAN = 100_000  # ids (newest) the trigram substring fallback of non-CJK words looks at
 TRI_CAP = 2000  # rows it keeps at most (the newest when the span held more)
 TOTAL_CAP = 1000
-DF_WALK = 1000  # matches of one term read (newest first) to know or estimate its document frequency
+DF_WALK = 500  # matches of one term read (newest first) to know or estimate its document frequency
 TAG_DENSE = 0.25  # a filter held by more of the newest rows than this is applied by a join, not a tag
-BM25_BUDGET = 40_000  # term matches FTS5's bm25() may read for its IDF (a phrase's count PHRASE_COST times)
-PHRASE_COST = 5
+BM25_BUDGET = 80_000  # term matches FTS5's bm25() may read for its IDF (~2 ms; a phrase's count PHRASE_COST
+PHRASE_COST = 8  # times: its matches are checked against positions)
 K1, B = 1.2, 0.75  # bm25 parameters (FTS5's)
 WINDOW = 360
 _VOCAB = "temp.ctxlifed_tri_vocab"
@@ -185,8 +185,20 @@ def _varints(b: bytes) -> list[int]:
     return out
 
 
+def _length(sz: bytes) -> int:
+    """Tokens in a row: the sum of its docsize record (one varint per column; values < 2**56)."""
+    total = v = 0
+    for c in sz:
+        v = (v << 7) | (c & 0x7F)
+        if c < 0x80:
+            total += v
+            v = 0
+    return total
+
+
 _SPAN = re.compile("\x01(.*?)\x02", re.S)
 _TOKEN = re.compile(r"\w+")
+_WORD = re.compile(r"[^\W_]+")  # roughly a unicode61 token: a term of several is a phrase for FTS5
 
 
 def _tokens(s: str) -> list[str]:
@@ -236,7 +248,8 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
         return _ranked_window(conn, "archive_fts", words, where, args, extra, extra_args), words, False
     tags, covered = _tag_expression(conn, top, *filters)
     match = f"{words} AND {tags}" if tags else words
-    idf_cost = sum(df * (PHRASE_COST if " " in te.strip('"') else 1) for (df, _e), te in zip(dfs, term_exprs, strict=True))
+    idf_cost = sum(df * (PHRASE_COST if len(_WORD.findall(te)) > 1 else 1)
+                   for (df, _exact), te in zip(dfs, term_exprs, strict=True))
     if idf_cost <= BM25_BUDGET:
         # Common, not very common: the window from the index (tags), then FTS5's bm25() over that
         # id range (its IDF pass reads every match of the terms: within budget).
@@ -265,21 +278,24 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     n_rows = max(avg[0], 1)
     avgdl = max(sum(avg[1:]) / n_rows, 1.0)  # every column, as bm25() counts
     idf = [max(math.log((n_rows - df + 0.5) / (df + 0.5)), 1e-6) for df, _exact in dfs]
+    a_, b_ = K1 * (1 - B), K1 * B / avgdl
+    out = []
+    if len(idf) == 1:
+        w = idf[0] * (K1 + 1)
+        for aid, prio, h0, h1, sz in rows:
+            f = h0.count("\x01") + h1.count("\x01")
+            out.append((aid, -w * f / (f + a_ + b_ * (_length(sz) if sz else avgdl)), prio))
+        return out, match, covered
     term_tokens = [_tokens(t) for t in term_exprs]
     seen: dict[str, int] = {}
-    out = []
     for aid, prio, h0, h1, sz in rows:
-        if len(idf) == 1:
-            tf = [float(h0.count("\x01") + h1.count("\x01"))]
-        else:
-            tf = [0.0] * len(idf)
-            for span in (*_SPAN.findall(h0), *_SPAN.findall(h1)):
-                i = seen.get(span)
-                if i is None:
-                    i = seen[span] = _attribute(span, term_tokens)
-                tf[i] += 1
-        dl = sum(_varints(sz)) if sz else avgdl
-        norm = K1 * (1 - B + B * dl / avgdl)
+        tf = [0] * len(idf)
+        for span in (*_SPAN.findall(h0), *_SPAN.findall(h1)):
+            i = seen.get(span)
+            if i is None:
+                i = seen[span] = _attribute(span, term_tokens)
+            tf[i] += 1
+        norm = a_ + b_ * (_length(sz) if sz else avgdl)
         score = sum(w * (f * (K1 + 1)) / (f + norm) for w, f in zip(idf, tf, strict=True))
         out.append((aid, -score, prio))
     return out, match, covered
