@@ -25,7 +25,7 @@ from _text import PHASES, TextGen
 from ctxlifed.store import schema
 from ctxlifed.store.ops import content_hash
 
-VERSION = 2
+VERSION = 3  # 3: schema 0006 (filter tags in the word index) and 0007 (trigram backlog, drained per batch)
 BATCH = 5000
 SEED = 20240611
 PROJECTS = ["/home/dev/project", "/home/dev/webapp", "/home/dev/infra", "/home/dev/tools", "/home/dev/notes",
@@ -60,6 +60,7 @@ def build(n: int, *, log: Any = print) -> tuple[Path, dict[str, Any]]:
     conn.execute("BEGIN IMMEDIATE")
     schema.migrate(conn)
     conn.execute("COMMIT")
+    deferred = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tri_pending'").fetchone() is not None
     gen = TextGen(seed=SEED)
     rng = gen.rng
     ts = 1_700_000_000.0
@@ -100,6 +101,10 @@ def build(n: int, *, log: Any = print) -> tuple[Path, dict[str, Any]]:
                 "INSERT INTO archive(id, hash, session, project, ts, kind, phase, tool, file_path, uid, event_id,"
                 " priority, category, level, summary, text, chars, truncated)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            if deferred:  # the trigram backlog (0007), drained as the daemon's idle writer would
+                conn.execute("INSERT INTO archive_tri(rowid, text) SELECT a.id, a.text FROM tri_pending p"
+                             " JOIN archive a ON a.id = p.id ORDER BY p.id")
+                conn.execute("DELETE FROM tri_pending")
             conn.execute("COMMIT")
             done += len(rows)
             rows = []
