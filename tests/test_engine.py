@@ -47,6 +47,13 @@ class Session:
     def prompt(self, text: str) -> dict[str, Any]:
         return self.hook("UserPromptSubmit", prompt=text)
 
+    def next_answer(self) -> dict[str, Any]:
+        """The next answer the user sees, once what was sent is derived: a hook is answered before it
+        is derived (service/derive.py), so advice it causes rides on a later answer (here: Stop,
+        where the user can act on it)."""
+        self.d.call("status", {"session": self.sid})  # reads wait for the backlog
+        return self.hook("Stop", stop_hook_active=False)
+
     def tool(self, name: str, tool_input: dict[str, Any], response: Any = None) -> dict[str, Any]:
         self.n += 1
         return self.hook("PostToolUse", tool_name=name, tool_input=tool_input, tool_response=response or {},
@@ -105,11 +112,13 @@ def test_phase_sequence_with_ledgers(daemon: Any) -> None:
     for _ in range(3):
         s.tool("Bash", {"command": "pytest -q tests"}, {"stdout": "3 passed in 0.10s", "stderr": ""})
     assert s.status()["phase"] == "testing"
-    switched = s.prompt("review this change please")
+    s.prompt("review this change please")
     assert s.status()["phase"] == "review"
     # The switch advises a /compact at the boundary (ledger first), once.
-    assert "/compact" in switched.get("systemMessage", "")
+    advice = s.next_answer().get("systemMessage", "")
+    assert "/compact" in advice and "testing → review" in advice
     assert "systemMessage" not in s.prompt("ok")
+    assert "systemMessage" not in s.next_answer()
     eventually(lambda: len(ledgers(s.project, SID)) >= 3)
     names = ledgers(s.project, SID)
     assert names[:3] == ["phase-1-planning.md", "phase-2-implementation.md", "phase-3-testing.md"]
@@ -145,16 +154,16 @@ def test_zones_and_levels_follow_transcript_usage(daemon: Any) -> None:
     assert st["autocompact_at"] == 167_000
     # Working capacity = 65 % of 200k = 130k; System used = 20k.
     s.usage(20_000 + 78_000 + 500)  # Working ≈ 60 %
-    out = s.prompt("continue")
+    s.prompt("continue")
     st = s.status()
     assert st["level"] == 1 and 0.60 <= st["working_pct"] < 0.75
-    assert "/compact" in out.get("systemMessage", "")
-    out2 = s.prompt("continue again")
-    assert "systemMessage" not in out2  # same level: no repeated advice
+    assert "/compact" in s.next_answer().get("systemMessage", "")
+    s.prompt("continue again")
+    assert "systemMessage" not in s.next_answer()  # same level: no repeated advice
     s.usage(20_000 + 118_000)  # Working ≈ 90 %
-    out3 = s.prompt("more")
+    s.prompt("more")
     assert s.status()["level"] == 3
-    assert "/compact" in out3.get("systemMessage", "")
+    assert "/compact" in s.next_answer().get("systemMessage", "")
     assert s.status()["tokens_to_autocompact"] == 167_000 - 138_000
 
 
@@ -310,8 +319,8 @@ def test_tests_green_after_red_is_a_boundary(daemon: Any) -> None:
     s = Session(daemon, sid="99999999-2222-3333-4444-555555555555")
     s.prompt("let's implement the parser")
     s.fail("Bash", {"command": "pytest -q"}, "Exit code 1\nFAILED tests/test_p.py::test_x - AssertionError\n1 failed")
-    out = s.tool("Bash", {"command": "pytest -q"}, {"stdout": "5 passed in 0.2s", "stderr": ""})
-    assert "/compact" in out.get("systemMessage", "")
+    s.tool("Bash", {"command": "pytest -q"}, {"stdout": "5 passed in 0.2s", "stderr": ""})
+    assert "/compact" in s.next_answer().get("systemMessage", "")
     assert "systemMessage" not in s.prompt("thanks")
 
 
@@ -323,8 +332,8 @@ def test_emergency_ledger_when_autocompact_is_near(daemon: Any) -> None:
     s.prompt("We decided to keep the v1 API. Let's implement the exporter")
     s.tool("Edit", {"file_path": str(s.project / "exporter.py"), "old_string": "a", "new_string": "b"})
     s.usage(160_000)  # 7,000 tokens before 167,000
-    out = s.prompt("continue")
-    assert "emergency ledger written" in out.get("systemMessage", "")
+    s.prompt("continue")
+    assert "emergency ledger written" in s.next_answer().get("systemMessage", "")
     pages = ledgers(s.project, s.sid)
     assert pages and "emergency" in (s.project / "docs/memory/sessions" / s.sid / pages[-1]).read_text().lower()
     assert "systemMessage" not in s.prompt("and more")

@@ -150,7 +150,16 @@ class Daemon:
         listeners = [await anyio.abc.SocketListener.from_socket(s) for s in socks]
         try:
             async with anyio.create_task_group() as tg:
+                # Derivation yields to replies in progress.
+                svc.backlog.busy = lambda: server.answering > 0
+                server.on_quiet = svc.backlog.notify
+                # The trigram backlog (writer idle work) waits for replies and derivations alike.
+                self.writer.idle_allowed = lambda: server.answering == 0 and not svc.backlog.pending()
                 svc.bind(tg)
+                try:
+                    await svc.recover()  # events acknowledged but not derived before the last stop
+                except Exception:  # noqa: BLE001 - they stay pending; the next start retries
+                    log.exception("derive_recover_failed")
                 try:
                     await svc.ingest_spool()
                 except Exception:  # noqa: BLE001 - a bad spool must not stop the daemon
@@ -191,6 +200,11 @@ class Daemon:
         idle = True
         if server is not None:
             idle = await server.wait_idle(GRACE_S)
+        if self.service is not None and self.service.backlog.pending():
+            # Derive what was acknowledged; what is left stays pending in the store for the next start.
+            left = self.service.backlog.pending()
+            done = await self.service.backlog.wait(None, GRACE_S)
+            log.info("derive_drained", pending=left, complete=done, left=self.service.backlog.pending())
         log.info("drained", backlog=drained, clean=idle, ms=round((time.monotonic() - t0) * 1000, 1),
                  left_in_flight=server.in_flight if server else 0)
 

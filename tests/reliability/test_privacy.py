@@ -451,12 +451,14 @@ def test_transcript_text_survives_a_storage_full_retry(rdaemon: Any, short_tmp: 
     _fill_until_full(d, "retryfill")
     with open(t, "ab") as f:  # a turn too big for what room is left
         f.write(transcript_line("TURNQUOKKA written while the disk was full\n" + os.urandom(150_000).hex(), 2))
-    refused = d.rpc("hook", hook("Stop", "retry", "/tmp/retry", transcript_path=str(t)), id_="retry-1")
-    assert "storage_full" == refused["error"]["data"]["name"], refused
+    # Either the event itself is refused (the shim spools it and retries), or it is acknowledged
+    # (it fits) and its derivation, which archives the turn, waits for room (derive.py).
+    first = d.rpc("hook", hook("Stop", "retry", "/tmp/retry", transcript_path=str(t)), id_="retry-1")
+    assert "result" in first or "storage_full" == first["error"]["data"]["name"], first
     d.write_config(max_db_mb=64)
     wait_until(lambda: "result" in d.rpc("hook", hook("Stop", "retry", "/tmp/retry", transcript_path=str(t)), id_="retry-1"),
                timeout=20, interval=0.1)
     hits = d.rpc("recall", {"query": "TURNQUOKKA", "all_projects": True})["result"]["total"]
-    figures.record("first_attempt", refused.get("error", {}).get("data", {}).get("name", "result"))
+    figures.record("first_attempt", first.get("error", {}).get("data", {}).get("name", "result"))
     figures.record("transcript_text_archived", hits)
     assert 1 == hits

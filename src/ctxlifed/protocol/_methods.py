@@ -121,6 +121,8 @@ class StatusResult(_R, kw_only=True):
     events: int
     spool_ingested: int = 0
     fts_trigram: bool = True
+    derive_pending: int = 0  # events acknowledged, not derived yet (write-behind; 0 when idle)
+    index_pending: int = 0  # archive rows waiting for the trigram index
     sessions: list[SessionView] = []
 
 

@@ -103,6 +103,8 @@ class Server:
         self._conns: set[_Conn] = set()
         self._idle = anyio.Event()
         self._idle.set()
+        self.answering = 0  # frames being handled or answered (until the reply is written)
+        self.on_quiet: Callable[[], None] | None = None  # called when ``answering`` drops to 0
         self._log_accept = _RateLimited("accept_failed")
         self._log_evict = _RateLimited("connection_evicted")
         self.uid = os.geteuid()
@@ -239,11 +241,14 @@ class Server:
                 if frame is None:
                     break
                 conn.busy = True
+                self._begin_answer()
                 try:
                     reply = await self.handle_frame(frame)
+                    sent = reply is None or await self._send(stream, reply)
                 finally:
                     conn.busy = False
-                if reply is not None and not await self._send(stream, reply):
+                    self._end_answer()
+                if not sent:
                     log.info("request", method="-", outcome="reply_not_read")
                     return
                 conn.last_active = time.monotonic()
@@ -316,6 +321,14 @@ class Server:
         (log.info if outcome != "ok" or ms >= SLOW_MS else log.debug)(
             "request", method=call.method, ms=round(ms, 3), outcome=outcome, notification=call.notification)
         return None if call.notification else reply
+
+    def _begin_answer(self) -> None:
+        self.answering += 1
+
+    def _end_answer(self) -> None:
+        self.answering -= 1
+        if self.answering == 0 and self.on_quiet is not None:
+            self.on_quiet()  # background work that yields to replies may go on
 
     def _check_idle(self) -> None:
         if self.in_flight == 0 and (not self.stopping or not self._conns):

@@ -2,9 +2,11 @@
 
 Rules:
 - A hook answer is computed from what is already in memory and the store: no network, no model.
-- Order for every hook event: redact -> derive (pure core) -> ONE writer job that stores the raw
-  event, its archive text, facts, phase switches and the session state -> reply. The reply is
-  sent only after COMMIT, so an acknowledged event is durable.
+- Order for every hook event: redact -> ONE writer job that stores the raw (redacted) event ->
+  reply. The reply is sent only after COMMIT, so an acknowledged event is durable. Deriving it
+  (pure core, then ONE writer job for its archive text, facts, phase switches and the session
+  state) follows after the reply (``derive.py``: write-behind), except for the events whose answer
+  depends on it (SessionStart, PreCompact, PostCompact, ...), derived inline before answering.
 - A payload of any shape is accepted: missing or mistyped fields give an empty answer, never an
   error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
 - Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
@@ -16,6 +18,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import sqlite3
 import time
@@ -41,11 +44,12 @@ from ..protocol import _errors as E
 from ..protocol import _methods as M
 from ..runtime.config import Config
 from ..runtime.paths import Paths
+from ..store import backlog as tri_backlog
 from ..store import ops, queries
 from ..store.db import Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
-from . import compaction, files
+from . import compaction, derive as DV, files
 from . import lessons as lessons_svc
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
@@ -78,7 +82,10 @@ class Service:
         self.clock = clock
         self.started = started if started is not None else time.monotonic()
         self.sessions: dict[str, SessionState] = {}
-        self.locks: dict[str, anyio.Lock] = {}
+        self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
+        self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
+        self.backlog = DV.Backlog()
+        self.defer = True  # write-behind derivation (derive.py); False: every event inline
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
         self.hook_tools: dict[str, collections.deque[str]] = {}
@@ -91,6 +98,7 @@ class Service:
     # -- plumbing ------------------------------------------------------------------------------
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
+        tg.start_soon(self.backlog.run, self._derive)
 
     async def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Side work awaited in the request (ordering matters) that must still never fail it."""
@@ -133,6 +141,9 @@ class Service:
         if method == "shutdown":
             self.stop_requested.set()
             return M.ShutdownResult()
+        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions"):
+            # Reads see every acknowledged event: derive what is queued first (bounded wait).
+            await self.backlog.wait(None, None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
             return await self.status(p)
         if method == "recall":
@@ -167,10 +178,14 @@ class Service:
                 if prev is not None:
                     st.phase = PH.PhaseState(phase=prev.phase.phase, since=now)
             if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:
-                oldest = min(self.sessions, key=lambda k: self.sessions[k].phase.since)
-                self.sessions.pop(oldest, None)
-                self.locks.pop(oldest, None)
-                self.hook_tools.pop(oldest, None)
+                idle = [k for k in self.sessions if not self.backlog.pending(k) and not self._lock(k).locked()
+                        and not self._ack_lock(k).locked()]
+                if idle:
+                    oldest = min(idle, key=lambda k: self.sessions[k].phase.since)
+                    self.sessions.pop(oldest, None)
+                    self.locks.pop(oldest, None)
+                    self.ack_locks.pop(oldest, None)
+                    self.hook_tools.pop(oldest, None)
             self.sessions[sid] = st
         if cwd:
             st.cwd = cwd
@@ -180,6 +195,12 @@ class Service:
         lk = self.locks.get(sid)
         if lk is None:
             lk = self.locks[sid] = anyio.Lock()
+        return lk
+
+    def _ack_lock(self, sid: str) -> anyio.Lock:
+        lk = self.ack_locks.get(sid)
+        if lk is None:
+            lk = self.ack_locks[sid] = anyio.Lock()
         return lk
 
     # -- hook ----------------------------------------------------------------------------------
@@ -204,23 +225,97 @@ class Service:
         if not sid:
             await self.writer.run(partial(_store_event_only, row))
             return M.HookResult()
-        async with self._lock(sid):
-            before = self.sessions.get(sid)
+        async with self._ack_lock(sid):
+            st = self.sessions.get(sid)
+            if self.defer and st is not None and event in DV.DEFERRABLE and not self.backlog.full():
+                return await self._acknowledge(payload, event, st, project, cwd, now, row)
+            # Inline: what this event's answer depends on must be derived first, in order.
+            await self.backlog.wait(sid)
+            async with self._lock(sid):
+                before = self.sessions.get(sid)
+                snapshot = dump(before) if before is not None else None
+                try:
+                    return await self._hook_locked(payload, event, sid, project, cwd, now, row)
+                except BaseException:
+                    # Nothing was acknowledged: put the session back as it was, so a retry (from the
+                    # spool) re-reads the same transcript bytes and re-derives the same state.
+                    self._restore(sid, snapshot)
+                    raise
+
+    def _restore(self, sid: str, snapshot: bytes | None) -> None:
+        restored = load(snapshot) if snapshot is not None else None
+        if restored is None:
+            self.sessions.pop(sid, None)
+        else:
+            self.sessions[sid] = restored
+
+    async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
+                           now: float, row: ops.EventRow) -> M.HookResult:
+        """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
+        eid = await self.writer.run(partial(_store_event_only, dataclasses.replace(row, pending=True)))
+        if not eid:  # a replay of an event already stored
+            return M.HookResult()
+        tool_id = s(payload.get("tool_use_id"))
+        if event in ("PostToolUse", "PostToolUseFailure") and tool_id:
+            # Now, not at derivation: a derivation still queued may read this tool's result in the
+            # transcript, and must know a hook delivered it.
+            self._note_hook_tool(st.session, tool_id)
+        lesson = None
+        hint = ""
+        if event in ("PostToolUse", "PostToolUseFailure"):
+            lesson = LS.classify_event(payload, event_id=eid, ts=now)
+            hint = await lessons_svc.hint_for(self, st, lesson)
+        answer = await self._answer(event, payload, st, now, extra_ctx=hint)
+        self.backlog.put(DV.Job(eid=eid, sid=st.session, project=project, cwd=cwd, event=event, ts=now,
+                                payload=payload, lesson=lesson))
+        return answer
+
+    def _note_hook_tool(self, sid: str, tool_id: str) -> None:
+        seen = self.hook_tools.setdefault(sid, collections.deque(maxlen=256))
+        if tool_id not in seen:
+            seen.append(tool_id)
+
+    async def _derive(self, job: DV.Job) -> None:
+        """Derive one acknowledged event (the deriver task; see derive.py)."""
+        payload = job.payload
+        if payload is None:
+            raw = await self.readers.run(partial(_pending_payload, job.eid))
+            if raw is None:
+                return  # forgotten, or derived already
+            payload = msgspec.json.decode(raw)
+            if not isinstance(payload, dict):
+                payload = {}
+        async with self._lock(job.sid):
+            before = self.sessions.get(job.sid)
             snapshot = dump(before) if before is not None else None
             try:
-                return await self._hook_locked(payload, event, sid, project, cwd, now, row)
-            except BaseException:
-                # Nothing was acknowledged: put the session back as it was, so a retry (from the
-                # spool) re-reads the same transcript bytes and re-derives the same state.
-                restored = load(snapshot) if snapshot is not None else None
-                if restored is None:
-                    self.sessions.pop(sid, None)
-                else:
-                    self.sessions[sid] = restored
-                raise
+                await self._hook_locked(payload, job.event, job.sid, job.project, job.cwd, job.ts, None,
+                                        eid=job.eid, lesson=job.lesson)
+            except StorageFullError:
+                self._restore(job.sid, snapshot)
+                raise  # kept: retried
+            except Exception:  # noqa: BLE001 - one bad event must not wedge the backlog
+                self._restore(job.sid, snapshot)
+                log.exception("derive_failed", event_id=job.eid, hook_event=job.event)
+                self.backlog.failed += 1
+                await self.writer.run(partial(_finish_pending, job.eid), low=True)
+
+    async def recover(self) -> int:
+        """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
+        rows = await self.readers.run(_pending_rows)
+        for eid, sid, project, cwd, event, ts in rows:
+            self.backlog.put(DV.Job(eid=eid, sid=sid, project=project, cwd=cwd, event=event, ts=ts, payload=None))
+        if rows:
+            log.info("derive_recovering", events=len(rows))
+        return len(rows)
 
     async def _hook_locked(self, payload: dict[str, Any], event: str, sid: str, project: str, cwd: str,
-                           now: float, row: ops.EventRow) -> M.HookResult:
+                           now: float, row: ops.EventRow | None, *, eid: int | None = None,
+                           lesson: Any = None) -> M.HookResult:
+        """Derive one event and store it (with the raw event when ``row``; else the event ``eid`` was
+        acknowledged before: clear its pending mark), then answer (inline only)."""
+        deferred = eid is not None
+        pause = self.backlog.pause if deferred else _no_pause
         st = await self._state(sid, project, cwd, now)
         elements = elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)
         elements = [self._enrich(e) for e in elements]
@@ -236,13 +331,15 @@ class Service:
             st.phase, switch = PH.observe(st.phase, signals, now)
 
         if event in ("PostToolUse", "PostToolUseFailure") and s(payload.get("tool_use_id")):
-            self.hook_tools.setdefault(sid, collections.deque(maxlen=256)).append(s(payload.get("tool_use_id")))
+            self._note_hook_tool(sid, s(payload.get("tool_use_id")))
 
         # Transcript: usage, model, boundaries, assistant text.
         tpath = s(payload.get("transcript_path"))
         if tpath and not s(payload.get("agent_id")):
             st.transcript_path = tpath
+        await pause()
         tdelta = await self._read_transcript(st) if event not in ("PreToolUse",) else None
+        await pause()
         if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
             st.context_tokens, st.estimated = payload["context_tokens"], False
         if event == "SessionStart" and isinstance(payload.get("model"), str):
@@ -290,12 +387,13 @@ class Service:
         if event == "SessionEnd":
             st.ended_ts = now
 
-        job = partial(_store_hook, row=row, st=st, elements=elements, facts=facts, phase=phase_now,
-                      switch=switch, priority=lambda el: classify.priority(el, phase_now),
-                      summaries=[SUM.summarize(el) for el in elements])
+        summaries = [SUM.summarize(el) for el in elements]
+        await pause()
+        job = partial(_store_hook, row=row, eid=eid, now=now, st=st, elements=elements, facts=facts, phase=phase_now,
+                      switch=switch, priority=lambda el: classify.priority(el, phase_now), summaries=summaries)
         saved = dump(st)
-        stored = await self.writer.run(partial(job, state_blob=saved))
-        if stored is None:  # a replay of an event already stored
+        stored = await self.writer.run(partial(job, state_blob=saved), low=deferred)
+        if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
             return M.HookResult()
 
         # After commit: side work and the answer.
@@ -339,11 +437,15 @@ class Service:
                        st.phase_started, now, "checkpoint before compaction")
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure"):
-            hint = await lessons_svc.on_tool_event(self, st, payload, stored, now)
-        answer = await self._answer(event, payload, st, now, extra_ctx=hint)
+            if deferred:  # the hint went with the acknowledgement
+                await lessons_svc.advance(self, st, lesson if lesson is not None else
+                                          LS.classify_event(payload, event_id=stored, ts=now), now)
+            else:
+                hint = await lessons_svc.on_tool_event(self, st, payload, stored, now)
+        answer = M.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
         final = dump(st)
         if final != saved:  # only when the answer or side work changed the session (rare per tool call)
-            await self.writer.run(partial(_save_state, st, blob=final))
+            await self.writer.run(partial(_save_state, st, blob=final), low=deferred)
         return answer
 
     def _enrich(self, el: Element) -> Element:
@@ -515,6 +617,7 @@ class Service:
             uptime_s=round(time.monotonic() - self.started, 3), socket=self.paths.socket, db_path=db,
             db_bytes=size, wal_bytes=_size(db + "-wal"), archive_items=st["archive_items"], events=st["events"],
             spool_ingested=self.spool_ingested, fts_trigram=self.writer.trigram,
+            derive_pending=self.backlog.pending(), index_pending=await self.readers.run(tri_backlog.pending),
             sessions=[self.session_view(r, where=p.where, survival=p.survival) for r in rows],
         )
 
@@ -747,25 +850,30 @@ def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
     return eid
 
 
-def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow, st: SessionState, elements: list[Element],
-                facts: list[Element], phase: str, switch: Any, priority: Callable[[Element], int],
-                summaries: list[str], state_blob: bytes) -> int | None:
-    eid = ops.insert_event(conn, row)
-    if eid == 0:
-        return None
-    ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
-                      transcript_path=st.transcript_path, ts=row.ts)
+def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int | None, now: float, st: SessionState,
+                elements: list[Element], facts: list[Element], phase: str, switch: Any,
+                priority: Callable[[Element], int], summaries: list[str], state_blob: bytes) -> int | None:
+    if row is not None:
+        eid = ops.insert_event(conn, row)
+        if eid == 0:
+            return None
+        ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
+                          transcript_path=st.transcript_path, ts=row.ts)
+    else:
+        if eid is None or not ops.finish_pending(conn, eid):
+            return None
+        ops.set_transcript_path(conn, session=st.session, transcript_path=st.transcript_path)
     for el, summ in zip(elements, summaries, strict=True):
         ops.insert_archive(conn, ops.ArchiveRow(
-            session=st.session, project=st.project, ts=el.ts or row.ts, kind=str(el.kind), text=el.text,
+            session=st.session, project=st.project, ts=el.ts or now, kind=str(el.kind), text=el.text,
             summary=summ, phase=phase, tool=el.tool, file_path=el.file_path, uid=el.uid, event_id=eid,
             priority=priority(el), level=0, truncated="characters cut by ctxlifed" in el.text))
     for f in facts:
         aid, _ = ops.insert_archive(conn, ops.ArchiveRow(
-            session=st.session, project=st.project, ts=row.ts, kind=str(f.kind), text=f.text, phase=phase,
+            session=st.session, project=st.project, ts=now, kind=str(f.kind), text=f.text, phase=phase,
             uid=f.uid, event_id=eid, priority=priority(f), level=0, summary=f.text[:280]))
         ops.upsert_item(conn, project=st.project, session=st.session, kind=FACT_KINDS.get(f.kind, str(f.kind)),
-                        text=f.text, ts=row.ts, phase=phase, archive_id=aid)
+                        text=f.text, ts=now, phase=phase, archive_id=aid)
     if switch is not None:
         ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
                                 from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
@@ -791,7 +899,25 @@ def _apply_compression(updates: list[tuple[int, str, str, int]], level: int, con
                      [(sm, cat, pr, 1 if cat in ("summarize", "keep") else 2, aid) for aid, sm, cat, pr in updates])
 
 
+def _finish_pending(eid: int, conn: sqlite3.Connection) -> bool:
+    return ops.finish_pending(conn, eid)
+
+
 # -- read jobs ---------------------------------------------------------------------------------
+def _pending_payload(eid: int, conn: sqlite3.Connection) -> bytes | None:
+    row = conn.execute("SELECT payload FROM events WHERE id = ? AND pending = 1", (eid,)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _pending_rows(conn: sqlite3.Connection) -> list[tuple]:
+    return conn.execute("SELECT id, session, project, cwd, event, ts FROM events WHERE pending = 1"
+                        " ORDER BY id").fetchall()
+
+
+async def _no_pause() -> None:
+    return None
+
+
 def _window_rows(session: str, after_id: int, conn: sqlite3.Connection) -> list[tuple]:
     return conn.execute(
         "SELECT id, kind, substr(text, 1, 65536), ts, tool, file_path FROM archive"

@@ -33,23 +33,38 @@ _dec = msgspec.json.Decoder(LS.Lesson)
 async def on_tool_event(svc: Service, st: SessionState, payload: dict[str, Any], event_id: int, now: float) -> str:
     """Advance the session's tracker; store completed lessons; return a hint for a known error (or '')."""
     ev = LS.classify_event(payload, event_id=event_id, ts=now)
-    if ev is None:
+    hint = await hint_for(svc, st, ev)
+    await advance(svc, st, ev, now)
+    return hint
+
+
+async def hint_for(svc: Service, st: SessionState, ev: LS.Ev | None) -> str:
+    """The hint for a failure a lesson of this project already knows (once per signature per session)."""
+    if ev is None or ev.kind != "fail":
         return ""
     if st.lessons.session_id != st.session:
         st.lessons = LS.Tracker(session_id=st.session)
-    hint = ""
-    if ev.kind == "fail":
-        sig = ev.signature or LS.signature(ev.text, tool=ev.tool or None, command=ev.command or None,
-                                           file_path=ev.file_path or None)
-        if sig and sig not in st.lessons.hinted:
-            known = await svc.readers.run(partial(_by_signature, st.project, sig))
-            if known is not None:
-                st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known})
+    sig = ev.signature or LS.signature(ev.text, tool=ev.tool or None, command=ev.command or None,
+                                       file_path=ev.file_path or None)
+    if not sig or sig in st.lessons.hinted:
+        return ""
+    known = await svc.readers.run(partial(_by_signature, st.project, sig))
+    if known is None or sig in st.lessons.hinted:
+        return ""
+    st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known})
+    return hint
+
+
+async def advance(svc: Service, st: SessionState, ev: LS.Ev | None, now: float) -> None:
+    """Feed the session's error -> fix tracker (in event order); store the lessons it completes."""
+    if ev is None:
+        return
+    if st.lessons.session_id != st.session:
+        st.lessons = LS.Tracker(session_id=st.session)
     st.lessons, new = LS.step(st.lessons, ev)
     if new:
         await svc.writer.run(partial(_store, st.project, st.session, new, now))
         svc.spawn(svc.ledgers.write_lessons, st.project)
-    return hint
 
 
 async def listing(svc: Service, *, project: str | None, limit: int) -> list[LS.Lesson]:

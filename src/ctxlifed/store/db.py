@@ -15,6 +15,12 @@ Rules:
   a ``TRUNCATE`` checkpoint (``forget``, retention, close) first merges the FTS indexes when rows
   were deleted since the last one, so deleted text is gone from the main file, the WAL and the
   FTS segments, not merely unlinked.
+- Jobs submitted ``low`` (write-behind derivation) run only when no normal job waits, at most
+  ``LOW_GROUP`` per transaction, so an acknowledgement waits for at most one short low group.
+- Idle work (the trigram backlog, ``backlog.py``) runs on the writer thread in its own short
+  transactions when no job is queued and the daemon is quiet (``idle_allowed``), and at least every
+  ``IDLE_MAX_LAG_S`` under load: work that need not be durable with the acknowledgement stays off
+  the reply path but always drains.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
   (shutdown) can never stall the writer or ``close``.
 - Files are created 0600 (the daemon's umask) and re-checked after open.
@@ -22,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import sqlite3
@@ -33,7 +40,8 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .schema import has_trigram, migrate
+from . import backlog
+from .schema import applied_names, has_trigram, migrate
 
 T = TypeVar("T")
 
@@ -69,6 +77,16 @@ def _is_full(exc: sqlite3.Error) -> bool:
 
 def _typed(exc: BaseException) -> BaseException:
     return StorageFullError(str(exc)) if isinstance(exc, sqlite3.Error) and _is_full(exc) else exc
+
+
+class _Low:
+    """A low-priority writer job: run only when no normal job waits (see ``Writer.run(low=True)``)."""
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: sqlite3.Connection) -> Any:
+        return self.fn(conn)
 
 
 class _Outside:
@@ -116,6 +134,10 @@ WAL_CAP = 64 << 20  # bytes of WAL past which the writer checkpoints inline
 class Writer:
     """The single writer. ``await writer.run(fn)`` runs ``fn(conn)`` inside a committed transaction."""
 
+    IDLE_MAX_LAG_S = 0.5  # under sustained load, idle work still runs at least this often
+    IDLE_POLL_S = 0.005  # how often a busy daemon is asked whether idle work may run
+    LOW_GROUP = 4  # low-priority jobs per transaction
+
     def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0) -> None:
         self.path = path
         self.min_free_bytes = min_free_bytes
@@ -127,6 +149,7 @@ class Writer:
         self.commits = 0
         self.jobs = 0
         self.trigram = has_trigram(self.conn)
+        self.idle_runs = 0
         self._begin()
         try:
             self.applied = migrate(self.conn)
@@ -141,6 +164,10 @@ class Writer:
         # random commit (a p99 spike of several ms); ``background_checkpoint`` runs PASSIVE from its
         # own connection, concurrently with writes, and the writer only steps in past WAL_CAP.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        # Idle work: the trigram backlog (``backlog.py``), indexed between jobs, off the reply path.
+        self.idle_allowed: Callable[[], bool] = lambda: True  # the daemon: no reply or derivation in progress
+        self.idle: Callable[[sqlite3.Connection], bool] | None = (
+            backlog.index_some if "0007_tri_deferred" in applied_names(self.conn) else None)
         self._cp_conn: sqlite3.Connection | None = None
         self._cp_lock = threading.Lock()
         self._thread.start()
@@ -220,26 +247,73 @@ class Writer:
         return st.f_bavail * st.f_frsize
 
     def _loop(self) -> None:
+        high: collections.deque[tuple[Any, Any]] = collections.deque()
+        low: collections.deque[tuple[Any, Any]] = collections.deque()
+        stopping = False
+        idle_due = self.idle is not None  # a previous run may have left work behind
+        last_idle = time.monotonic()
         while True:
-            first = self._q.get()
-            if first is None:
-                return
-            batch = [first]
-            while len(batch) < self.max_group:
-                try:
-                    nxt = self._q.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._q.put(None)
-                    break
-                batch.append(nxt)
+            # Take everything queued; block only when there is nothing to do at all.
+            while True:
+                if high or low or stopping:
+                    try:
+                        item = self._q.get_nowait()
+                    except queue.Empty:
+                        break
+                elif idle_due:
+                    # Idle work waits for a quiet daemon (``idle_allowed``), checked every IDLE_POLL_S.
+                    try:
+                        item = self._q.get(timeout=0 if self.idle_allowed() else self.IDLE_POLL_S)
+                    except queue.Empty:
+                        break
+                else:
+                    item = self._q.get()
+                if item is None:
+                    stopping = True
+                elif isinstance(item[0], _Low):
+                    low.append(item)
+                else:
+                    high.append(item)
+            if not high and not low:
+                if stopping:
+                    return
+                if idle_due and self.idle_allowed():
+                    idle_due, last_idle = self._run_idle(), time.monotonic()
+                continue
+            # Acknowledgements first; low-priority jobs in small groups so they never hold one up long.
+            src, cap = (high, self.max_group) if high else (low, self.LOW_GROUP)
+            batch = [src.popleft() for _ in range(min(cap, len(src)))]
             batch = [(fn, _once(done)) for fn, done in batch]
             try:
                 self._run_batch(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer thread must never die
                 for _fn, done in batch:
                     done((False, exc))  # no-op for the jobs already answered
+            if self.idle is not None:
+                idle_due = True  # the batch may have queued work
+                if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S:  # never starved by load
+                    idle_due, last_idle = self._run_idle(), time.monotonic()
+
+    def _run_idle(self) -> bool:
+        """One short transaction of idle work (``self.idle``); True if more remains. A failure
+        (disk full, I/O) leaves the work for later: it is retried after the next job."""
+        if self.idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
+            return False
+        try:
+            self._begin()
+        except sqlite3.Error:
+            return False
+        try:
+            more = self.idle(self.conn)
+            self.conn.execute("COMMIT")
+            self.idle_runs += 1
+            return more
+        except BaseException:  # noqa: BLE001 - the writer thread must never die
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            return False
 
     def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> None:
         outside = [job for job in batch if isinstance(job[0], _Outside)]
@@ -308,11 +382,13 @@ class Writer:
             done(res)
         return []
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None]) -> None:
-        self._q.put((fn, done))
+    def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None], *,
+               low: bool = False) -> None:
+        self._q.put((_Low(fn) if low else fn, done))
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in the writer transaction; returns after COMMIT (or raises)."""
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, low: bool = False) -> T:
+        """Run ``fn`` in the writer transaction; returns after COMMIT (or raises). ``low``: queued
+        behind every normal job (work that acknowledges nothing: write-behind derivation)."""
         event = anyio.Event()
         box: list[tuple[bool, Any]] = []
         token = anyio.lowlevel.current_token()
@@ -321,7 +397,7 @@ class Writer:
             box.append(res)
             _wake(token, event.set)
 
-        self.submit(fn, done)
+        self.submit(fn, done, low=low)
         await event.wait()
         ok, value = box[0]
         if ok:
@@ -345,10 +421,19 @@ class Writer:
         raise value
 
     async def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int, int] | None:
-        """Run ``PRAGMA wal_checkpoint(mode)`` on the writer thread, outside any transaction."""
+        """Run ``PRAGMA wal_checkpoint(mode)`` on the writer thread, outside any transaction. A
+        TRUNCATE (after ``forget``/retention) first finishes the idle work, so the WAL it empties
+        stays empty."""
         if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
             raise ValueError(mode)
-        return await self.run(_Outside(lambda c: self._checkpoint(mode)))
+
+        def job(conn: sqlite3.Connection) -> tuple[int, int, int]:
+            if mode == "TRUNCATE":
+                while self._run_idle():
+                    pass
+            return self._checkpoint(mode)
+
+        return await self.run(_Outside(job))
 
     def close(self) -> None:
         with self._cp_lock:

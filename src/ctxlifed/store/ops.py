@@ -26,6 +26,7 @@ class EventRow:
     redactions: int = 0
     source: str = "hook"
     rid: str | None = None
+    pending: bool = False  # acknowledged, not derived yet (service/derive.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +60,22 @@ def insert_event(conn: sqlite3.Connection, ev: EventRow) -> int:
     """Insert one event; returns its id, or 0 when its request id was already stored (a replay)."""
     cur = conn.execute(
         "INSERT OR IGNORE INTO events(session, project, cwd, event, tool, ts, payload, bytes, truncated,"
-        " redactions, source, rid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        " redactions, source, rid, pending) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (ev.session, ev.project, ev.cwd, ev.event, ev.tool, ev.ts, ev.payload, len(ev.payload),
-         int(ev.truncated), ev.redactions, ev.source, ev.rid),
+         int(ev.truncated), ev.redactions, ev.source, ev.rid, int(ev.pending)),
     )
     return int(cur.lastrowid or 0) if cur.rowcount else 0
+
+
+def finish_pending(conn: sqlite3.Connection, eid: int) -> bool:
+    """Clear an event's pending mark; False when it is gone (forgotten) or was derived already."""
+    return conn.execute("UPDATE events SET pending = 0 WHERE id = ? AND pending = 1", (eid,)).rowcount == 1
+
+
+def set_transcript_path(conn: sqlite3.Connection, *, session: str, transcript_path: str | None) -> None:
+    if transcript_path:
+        conn.execute("UPDATE sessions SET transcript_path = ? WHERE session = ? AND transcript_path IS NOT ?",
+                     (transcript_path, session, transcript_path))
 
 
 def insert_archive(conn: sqlite3.Connection, row: ArchiveRow) -> tuple[int, bool]:

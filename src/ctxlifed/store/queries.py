@@ -37,6 +37,9 @@ Rules:
 - Substrings of non-CJK words the word index did not match come from the trigram index, read in
   rowid order within the newest ``TRI_SPAN`` ids and ordered newest first (no bm25: its IDF pass
   reads every match in the index, and FTS5 walks a long trigram phrase backwards slowly).
+- Rows still waiting for the trigram index (``backlog.py``: indexed after the reply, when the
+  writer is idle) are found by ``instr()`` over that backlog and come first (they are the newest),
+  so a row is findable by substring the moment its event is acknowledged.
 - 1–2 character CJK terms, which the trigram tokenizer cannot match, are found through it anyway:
   every occurrence followed by another character lies in a trigram that starts with the term, so
   one pass over that term range of the index (``fts5vocab`` 'instance') names every such row; an
@@ -56,6 +59,7 @@ import sqlite3
 from typing import Any
 
 from ..core.recall_query import fts_match_expression, needs_substring_fallback
+from . import backlog
 
 SCAN_CAP = 200_000  # rows examined by a substring scan without an index, newest first
 RANK_WINDOW = 300  # newest matching rows each index ranks
@@ -413,6 +417,11 @@ def _short_candidates(conn: sqlite3.Connection, short: list[str], where: str, ar
                 break
         scan = SHORT_SCAN
     extra = "".join(" AND instr(a.text, ?) > 0" for _ in short)
+    if trigram:  # rows still waiting for the trigram index (backlog.py)
+        pend = backlog.pending_matches(conn, tuple(short), where, args, extra, short, TOTAL_CAP)
+        if pend:
+            found.update(conn.execute(f"SELECT id, priority FROM archive WHERE id IN ({','.join('?' * len(pend))})",
+                                      pend).fetchall())
     if trigram:  # the newest ids, whatever their project: bounded
         lo = (conn.execute("SELECT max(id) FROM archive").fetchone()[0] or 0) - scan + 1
     else:  # no index at all: the newest `scan` filtered rows, as before
@@ -471,17 +480,21 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
                 total = _count(conn, "archive_fts", match, where, args, extra, extra_args, len(win),
                                join=bool(extra) or not covered, below=min(r[0] for r in win) if win else 0)
         if trigram and len(order) < limit and all(len(t) >= 3 for t in long_terms):
+            # Rows not in the trigram index yet (backlog.py): the newest, so first, by substring.
+            pend = backlog.pending_matches(conn, long_terms, where, args, extra, extra_args, limit)
+            take([(i, 50.0) for i in pend])
             if cjk:  # the trigram index is the primary index for CJK: ranked like the word index
                 win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
                 win.sort(key=lambda r: (r[1], -r[0]))
                 take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
-                total = max(total, _count(conn, "archive_tri", expr, where, args, extra, extra_args, len(win)))
-            elif not _no_substring_match(conn, long_terms, project, session):
+                total = max(total, len(pend) + _count(conn, "archive_tri", expr, where, args, extra, extra_args,
+                                                      len(win)))
+            elif pend or not _no_substring_match(conn, long_terms, project, session):
                 # substrings of words the word index did not match: the newest rows, newest first
                 ids = _substring_window(conn, expr, where, args, extra, extra_args)
                 take([(i, 50.0) for i in ids[: limit + len(order)]])
                 if not total:
-                    total = min(len(ids), TOTAL_CAP)
+                    total = min(len(pend) + len(ids), TOTAL_CAP)
         if len(order) < limit and (not trigram or any(len(t) < 3 for t in long_terms)):
             # Terms the indexes cannot serve (no trigram support, or short non-CJK pieces): substring scan.
             sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(long_terms))

@@ -5,7 +5,8 @@ Rules:
 - Each migration runs inside the caller's ``BEGIN IMMEDIATE`` transaction and is recorded in
   ``_migrations``; running ``migrate`` twice is a no-op.
 - FTS5 tables are external-content tables over ``archive`` kept in sync by triggers: a word index
-  (porter + unicode61) and a trigram index (CJK and substrings). Without trigram support
+  (porter + unicode61) and a trigram index (CJK and substrings; filled after the reply, by the
+  writer when idle: ``store/backlog.py``). Without trigram support
   (SQLite < 3.34) the trigram table is skipped and ``status`` says so.
 - Since 0006 the word index's content is the view ``archive_words``: archive's text and summary
   plus ``tags``, one token per project, session, phase and kind, so recall filters are applied
@@ -225,6 +226,37 @@ _FTS_TAGS = [
     "INSERT INTO archive_fts(archive_fts) VALUES ('rebuild')",
 ]
 
+# Deferred trigram indexing (0007, see ``store/backlog.py``): an insert or a text update queues the
+# row in ``tri_pending``; the writer indexes it when idle. Each trigger keeps both cases in ONE body
+# (SQLite does not order triggers of the same event): the FTS 'delete' runs only for a row that was
+# indexed, i.e. not pending, and the pending mark is dropped or set after that check.
+_TRI_DEFERRED = [
+    "CREATE TABLE IF NOT EXISTS tri_pending (id INTEGER PRIMARY KEY)",
+    "DROP TRIGGER IF EXISTS archive_tri_ai",
+    "DROP TRIGGER IF EXISTS archive_tri_ad",
+    "DROP TRIGGER IF EXISTS archive_tri_au",
+    """CREATE TRIGGER archive_tri_ai AFTER INSERT ON archive BEGIN
+        INSERT OR IGNORE INTO tri_pending(id) VALUES (new.id);
+    END""",
+    """CREATE TRIGGER archive_tri_ad AFTER DELETE ON archive BEGIN
+        INSERT INTO archive_tri(archive_tri, rowid, text) SELECT 'delete', old.id, old.text
+            WHERE NOT EXISTS (SELECT 1 FROM tri_pending WHERE id = old.id);
+        DELETE FROM tri_pending WHERE id = old.id;
+    END""",
+    """CREATE TRIGGER archive_tri_au AFTER UPDATE OF text ON archive BEGIN
+        INSERT INTO archive_tri(archive_tri, rowid, text) SELECT 'delete', old.id, old.text
+            WHERE NOT EXISTS (SELECT 1 FROM tri_pending WHERE id = old.id);
+        INSERT OR IGNORE INTO tri_pending(id) VALUES (new.id);
+    END""",
+]
+
+# Write-behind derivation (0008, see ``service/derive.py``): an event acknowledged before it is
+# derived carries ``pending = 1`` until the transaction that stores what was derived from it.
+_EVENTS_PENDING = [
+    "ALTER TABLE events ADD COLUMN pending INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS events_pending ON events(id) WHERE pending = 1",
+]
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_base", _BASE),
     ("0002_fts_words", _FTS_WORDS),
@@ -232,7 +264,16 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0004_compactions", _COMPACTIONS),
     ("0005_lessons", _LESSONS),
     ("0006_fts_tags", _FTS_TAGS),
+    ("0007_tri_deferred", _TRI_DEFERRED),
+    ("0008_events_pending", _EVENTS_PENDING),
 ]
+
+
+def applied_names(conn: sqlite3.Connection) -> set[str]:
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+    except sqlite3.OperationalError:
+        return set()
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
@@ -246,7 +287,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     for name, stmts in MIGRATIONS:
         if name in done:
             continue
-        if name == "0003_fts_trigram" and not trigram:
+        if name in ("0003_fts_trigram", "0007_tri_deferred") and not trigram:
             continue
         for stmt in stmts:
             conn.execute(stmt)

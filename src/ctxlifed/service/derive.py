@@ -1,0 +1,147 @@
+"""Write-behind derivation: a hook is acknowledged once its redacted event is committed; deriving
+what it means (transcript delta, archive and word index, summaries, facts, phase, budget, lessons,
+ledgers) follows off the reply path, in a single background task.
+
+Rules:
+- The ack path (``Service.hook``) commits the event row with ``pending = 1`` and answers from
+  memory: advice queued by earlier events and a lesson hint computed from the payload. Only events
+  whose answer never depends on their own derivation take it (``DEFERRABLE``), and only for a
+  session already in memory; the rest (SessionStart, PreCompact, PostCompact, SessionEnd, ...) wait
+  for their session's backlog and run the whole path inline.
+- One deriver, jobs in commit order (so in order per session), each under the session's derive
+  lock; the writer job that stores the derived rows clears ``pending`` in the same transaction, so
+  an event is derived exactly once, and a crash leaves it pending for the next start (``recover``).
+- Priority to replies: before a job and between its steps (``pause``) the deriver waits until no
+  request is being answered, unless somebody waits for the backlog (a read, a sync event, the
+  shutdown): then it runs flat out. Its writer jobs are low priority.
+- Reads that must see every acknowledged event (recall, status, lessons, compactions, forget) wait
+  for the backlog first, at most ``READ_WAIT_S`` (status reports what is still pending).
+- Bounded: beyond ``MAX_BACKLOG`` jobs the ack path takes the inline path (backpressure). The first
+  ``KEEP_PAYLOADS`` jobs keep their payload in memory; later ones re-read it from the store.
+- A job whose derivation raises (a bug, never input: the pure core accepts any payload) is logged
+  and its event left as stored raw (``pending`` cleared): one bad event never wedges the backlog.
+  A full disk keeps the job and retries after ``RETRY_S``.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import structlog
+
+from ..store.db import StorageFullError
+
+log = structlog.get_logger("ctxlifed.derive")
+
+# Events answered before they are derived: their answer is advice or a lesson hint, never a
+# function of what this event itself changes.
+DEFERRABLE = frozenset({
+    "PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "UserPromptSubmit",
+    "UserPromptExpansion", "Stop", "StopFailure", "SubagentStart", "SubagentStop", "Notification",
+    "PermissionRequest", "PermissionDenied", "TaskCreated", "TaskCompleted", "TeammateIdle",
+    "CwdChanged", "FileChanged", "ConfigChange", "Elicitation", "ElicitationResult",
+    "WorktreeCreate", "WorktreeRemove", "PostModelSwitch",
+})
+MAX_BACKLOG = 50_000
+KEEP_PAYLOADS = 2_000
+READ_WAIT_S = 5.0
+RETRY_S = 1.0
+
+
+@dataclass(slots=True)
+class Job:
+    eid: int
+    sid: str
+    project: str
+    cwd: str
+    event: str
+    ts: float
+    payload: dict[str, Any] | None  # None: read back from the store
+    lesson: Any = None  # the classified tool event (core.lessons.Ev) the ack path already made
+
+
+class Backlog:
+    def __init__(self) -> None:
+        self.jobs: collections.deque[Job] = collections.deque()
+        self.per_session: collections.Counter[str] = collections.Counter()  # queued + running
+        self.urgent = 0  # waiters: while > 0 the deriver ignores replies in progress
+        self.busy: Callable[[], bool] | None = None  # a reply is in progress (set by the daemon)
+        self._go = anyio.Event()  # set by ``notify``: replies done, or somebody waits for us
+        self.derived = 0
+        self.failed = 0
+        self._wake = anyio.Event()
+        self._changed = anyio.Event()
+
+    def __len__(self) -> int:
+        return sum(self.per_session.values())
+
+    def full(self) -> bool:
+        return len(self.jobs) >= MAX_BACKLOG
+
+    def put(self, job: Job) -> None:
+        if len(self.jobs) >= KEEP_PAYLOADS:
+            job.payload = None
+        self.jobs.append(job)
+        self.per_session[job.sid] += 1
+        self._wake.set()
+
+    def pending(self, sid: str | None = None) -> int:
+        return len(self) if sid is None else self.per_session.get(sid, 0)
+
+    def notify(self) -> None:
+        """Wake a paused deriver (the server calls this when no reply is in progress any more)."""
+        self._go.set()
+
+    async def pause(self) -> None:
+        """Let replies in progress go first (unless somebody waits for the backlog)."""
+        while self.busy is not None and self.busy() and not self.urgent:
+            self._go = anyio.Event()
+            await self._go.wait()
+
+    async def wait(self, sid: str | None = None, timeout: float | None = None) -> bool:
+        """Wait until ``sid``'s jobs (all jobs with None) are derived; False on timeout."""
+        if not self.pending(sid):
+            return True
+        self.urgent += 1
+        self.notify()
+        try:
+            with anyio.move_on_after(timeout):
+                while self.pending(sid):
+                    await self._changed.wait()
+                return True
+            return False
+        finally:
+            self.urgent -= 1
+
+    def _done(self, job: Job) -> None:
+        self.per_session[job.sid] -= 1
+        if self.per_session[job.sid] <= 0:
+            del self.per_session[job.sid]
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def run(self, derive: Callable[[Job], Awaitable[None]]) -> None:
+        """The deriver: forever, oldest job first."""
+        while True:
+            if not self.jobs:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            await self.pause()
+            job = self.jobs[0]
+            try:
+                await derive(job)
+            except StorageFullError:
+                log.warning("derive_paused", reason="storage_full", pending=len(self.jobs))
+                await anyio.sleep(RETRY_S)
+                continue  # the same job again
+            except Exception:  # noqa: BLE001 - derive handles its own failures; this is a last guard
+                log.exception("derive_failed", event_id=job.eid)
+                self.failed += 1
+            self.jobs.popleft()
+            self.derived += 1
+            self._done(job)

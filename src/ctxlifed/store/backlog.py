@@ -1,0 +1,67 @@
+"""The trigram backlog: substring/CJK indexing done after the reply, by the writer when idle.
+
+Rules:
+- Trigram-indexing a row costs ~6x its word indexing (10 KB of tool output: ~1.7 ms against
+  ~0.3 ms), so it is not done inside the transaction that acknowledges a hook. An insert (or a
+  text update) only records the row id in ``tri_pending`` (trigger, migration 0007); the writer
+  indexes pending rows in id order between jobs (:func:`index_some`, its idle work) and, under
+  sustained load, at least every ``Writer.IDLE_MAX_LAG_S``, so the backlog always drains.
+- ``tri_pending`` and ``archive_tri`` change in the same transaction: a row is either indexed or
+  pending, never both, never neither (a crash keeps the backlog; the next start drains it). The
+  delete and update triggers skip the FTS ``delete`` for a pending row (it was never indexed: a
+  ``delete`` of unindexed content would corrupt an external-content index).
+- Readers never wait for the backlog: a substring search also scans the pending rows
+  (:func:`pending_matches`, newest first, at most ``SCAN_PENDING`` of them), so a row is findable
+  the moment its hook is acknowledged.
+- Functions here take a connection and never commit (like ``ops``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+SCAN_PENDING = 20_000  # newest pending rows a substring search scans (the backlog is ~0 when idle)
+
+
+def index_some(conn: sqlite3.Connection, *, max_rows: int = 32, budget_s: float = 0.003) -> bool:
+    """Index pending rows (oldest first) until ``max_rows`` or ``budget_s``; True if more remain."""
+    deadline = time.perf_counter() + budget_s
+    done = 0
+    while done < max_rows:
+        row = conn.execute("SELECT id FROM tri_pending ORDER BY id LIMIT 1").fetchone()
+        if row is None:
+            return False
+        conn.execute("INSERT INTO archive_tri(rowid, text) SELECT id, text FROM archive WHERE id = ?", row)
+        conn.execute("DELETE FROM tri_pending WHERE id = ?", row)
+        done += 1
+        if time.perf_counter() >= deadline:
+            break
+    return conn.execute("SELECT 1 FROM tri_pending LIMIT 1").fetchone() is not None
+
+
+def pending(conn: sqlite3.Connection) -> int:
+    """Rows waiting for the trigram index (0 without one)."""
+    try:
+        return int(conn.execute("SELECT count(*) FROM tri_pending").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def pending_matches(conn: sqlite3.Connection, terms: tuple[str, ...], where: str, args: list | tuple,
+                    extra: str = "", extra_args: list | tuple = (), limit: int = 200) -> list[int]:
+    """Ids of pending rows holding every term as a case-insensitive substring (what the trigram
+    index would match), newest first, under the caller's ``where`` filter on ``archive a``."""
+    if not terms:
+        return []
+    try:
+        if conn.execute("SELECT 1 FROM tri_pending LIMIT 1").fetchone() is None:
+            return []
+    except sqlite3.OperationalError:
+        return []
+    sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(terms))
+    rows = conn.execute(
+        f"SELECT a.id FROM (SELECT id FROM tri_pending ORDER BY id DESC LIMIT {SCAN_PENDING}) p"
+        f" JOIN archive a ON a.id = p.id WHERE {where} AND {sub}{extra} ORDER BY a.id DESC LIMIT ?",
+        (*args, *terms, *extra_args, limit)).fetchall()
+    return [int(r[0]) for r in rows]
