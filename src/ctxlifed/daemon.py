@@ -152,6 +152,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 # Derivation yields to replies in progress.
                 svc.backlog.busy = lambda: server.answering > 0
+                svc.backlog.last_request = lambda: server.last_request
                 server.on_quiet = svc.backlog.notify
                 # The trigram backlog (writer idle work) waits for replies and derivations alike.
                 self.writer.idle_allowed = lambda: server.answering == 0 and not svc.backlog.pending()

@@ -312,6 +312,11 @@ def _key_strength(name: object) -> int:
     """Strength of a mapping key as a secret name (0, 1 weak, 2 strong)."""
     if not isinstance(name, str) or not name or len(name) > 200:
         return 0
+    return _key_strength_str(name)
+
+
+@functools.lru_cache(maxsize=4096)  # pure; payload keys repeat on every event
+def _key_strength_str(name: str) -> int:
     m = _KEY_NAME.search(name)
     if not m:
         return 0
@@ -516,6 +521,12 @@ def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
     return "".join(out), applied
 
 
+# Values no family can match, common in hook payloads (event and tool names, modes, session and
+# tool-use ids): letters only in word case, or a lower-case UUID, or a tool-use id. No digits but
+# the UUID's and id's, no separator an assignment or URL needs, no vendor prefix.
+_PLAIN = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|toolu_[A-Za-z0-9]{8,64}")
+
+
 def redact_obj(obj: Any) -> tuple[Any, int]:
     """Redact every string in a JSON-like structure; returns ``(new_obj, count)``.
 
@@ -532,6 +543,8 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
     def walk(o: Any, depth: int) -> Any:
         nonlocal total
         if isinstance(o, str):
+            if len(o) <= 80 and _PLAIN.fullmatch(o):
+                return o
             new, n = redact(o)
             total += n
             return new

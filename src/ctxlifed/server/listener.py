@@ -105,6 +105,7 @@ class Server:
         self._idle.set()
         self.answering = 0  # frames being handled or answered (until the reply is written)
         self.on_quiet: Callable[[], None] | None = None  # called when ``answering`` drops to 0
+        self.last_request = 0.0  # monotonic time the last frame began to be handled
         self._log_accept = _RateLimited("accept_failed")
         self._log_evict = _RateLimited("connection_evicted")
         self.uid = os.geteuid()
@@ -324,6 +325,7 @@ class Server:
 
     def _begin_answer(self) -> None:
         self.answering += 1
+        self.last_request = time.monotonic()
 
     def _end_answer(self) -> None:
         self.answering -= 1

@@ -85,6 +85,7 @@ class Service:
         self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
+        self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
         self.defer = True  # write-behind derivation (derive.py); False: every event inline
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
@@ -252,7 +253,7 @@ class Service:
     async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
                            now: float, row: ops.EventRow) -> M.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
-        eid = await self.writer.run(partial(_store_event_only, dataclasses.replace(row, pending=True)))
+        eid = await self.writer.run(partial(_store_ack, row))
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
@@ -262,7 +263,7 @@ class Service:
             self._note_hook_tool(st.session, tool_id)
         lesson = None
         hint = ""
-        if event in ("PostToolUse", "PostToolUseFailure"):
+        if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
             lesson = LS.classify_event(payload, event_id=eid, ts=now)
             hint = await lessons_svc.hint_for(self, st, lesson)
         answer = await self._answer(event, payload, st, now, extra_ctx=hint)
@@ -850,6 +851,11 @@ def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
     return eid
 
 
+def _store_ack(row: ops.EventRow, conn: sqlite3.Connection) -> int:
+    """The acknowledgement's whole write: the event, pending (its session row follows with the derivation)."""
+    return ops.insert_event(conn, dataclasses.replace(row, pending=True))
+
+
 def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int | None, now: float, st: SessionState,
                 elements: list[Element], facts: list[Element], phase: str, switch: Any,
                 priority: Callable[[Element], int], summaries: list[str], state_blob: bytes) -> int | None:
@@ -862,7 +868,8 @@ def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int 
     else:
         if eid is None or not ops.finish_pending(conn, eid):
             return None
-        ops.set_transcript_path(conn, session=st.session, transcript_path=st.transcript_path)
+        ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
+                          transcript_path=st.transcript_path, ts=now)
     for el, summ in zip(elements, summaries, strict=True):
         ops.insert_archive(conn, ops.ArchiveRow(
             session=st.session, project=st.project, ts=el.ts or now, kind=str(el.kind), text=el.text,

@@ -164,7 +164,7 @@ def _set_post_tokens(rid: int, post: int, conn: sqlite3.Connection) -> None:
 def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection) -> dict[str, Any]:
     goal = conn.execute(
         "SELECT text FROM archive WHERE session = ? AND kind = 'prompt' AND ts >= ? ORDER BY id LIMIT 1",
-        (session, phase_started - 0.001)).fetchone()
+        (session, phase_started - 1e-6)).fetchone()  # the switching prompt itself has ts == phase_started
     if goal is None:
         goal = conn.execute("SELECT text FROM archive WHERE session = ? AND kind = 'prompt' ORDER BY id LIMIT 1",
                             (session,)).fetchone()

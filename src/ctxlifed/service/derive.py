@@ -12,8 +12,10 @@ Rules:
   lock; the writer job that stores the derived rows clears ``pending`` in the same transaction, so
   an event is derived exactly once, and a crash leaves it pending for the next start (``recover``).
 - Priority to replies: before a job and between its steps (``pause``) the deriver waits until no
-  request is being answered, unless somebody waits for the backlog (a read, a sync event, the
-  shutdown): then it runs flat out. Its writer jobs are low priority.
+  request is being answered and none began for ``QUIET_S``, unless somebody waits for the backlog
+  (a read, a sync event, the shutdown): then it runs flat out. Its writer jobs are low priority.
+  Under a sustained burst the backlog grows (to ``MAX_BACKLOG``, then backpressure) and drains
+  when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
 - Reads that must see every acknowledged event (recall, status, lessons, compactions, forget) wait
   for the backlog first, at most ``READ_WAIT_S`` (status reports what is still pending).
 - Bounded: beyond ``MAX_BACKLOG`` jobs the ack path takes the inline path (backpressure). The first
@@ -26,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +52,7 @@ DEFERRABLE = frozenset({
 MAX_BACKLOG = 50_000
 KEEP_PAYLOADS = 2_000
 READ_WAIT_S = 5.0
+QUIET_S = 0.002  # the deriver waits for this long a gap between requests
 RETRY_S = 1.0
 
 
@@ -70,6 +74,7 @@ class Backlog:
         self.per_session: collections.Counter[str] = collections.Counter()  # queued + running
         self.urgent = 0  # waiters: while > 0 the deriver ignores replies in progress
         self.busy: Callable[[], bool] | None = None  # a reply is in progress (set by the daemon)
+        self.last_request: Callable[[], float] | None = None  # monotonic time the last request began
         self._go = anyio.Event()  # set by ``notify``: replies done, or somebody waits for us
         self.derived = 0
         self.failed = 0
@@ -97,10 +102,20 @@ class Backlog:
         self._go.set()
 
     async def pause(self) -> None:
-        """Let replies in progress go first (unless somebody waits for the backlog)."""
-        while self.busy is not None and self.busy() and not self.urgent:
-            self._go = anyio.Event()
-            await self._go.wait()
+        """Let replies go first: wait until none is in progress and none began in the last
+        ``QUIET_S`` (requests of a busy daemon come closer than that; Claude Code's never do: each
+        hook is a process start apart). Unless somebody waits for the backlog."""
+        while not self.urgent:
+            if self.busy is not None and self.busy():
+                self._go = anyio.Event()
+                await self._go.wait()
+                continue
+            since = time.monotonic() - self.last_request() if self.last_request is not None else QUIET_S
+            if since >= QUIET_S:
+                return
+            with anyio.move_on_after(QUIET_S - since):
+                self._go = anyio.Event()
+                await self._go.wait()  # an urgent waiter cuts the wait short
 
     async def wait(self, sid: str | None = None, timeout: float | None = None) -> bool:
         """Wait until ``sid``'s jobs (all jobs with None) are derived; False on timeout."""

@@ -38,6 +38,21 @@ async def on_tool_event(svc: Service, st: SessionState, payload: dict[str, Any],
     return hint
 
 
+KNOWN_TTL_S = 5.0  # how long "this project has (no) lessons" is trusted before asking the store again
+
+
+async def may_hint(svc: Service, project: str) -> bool:
+    """Whether a hint is possible at all: the project has a lesson. Answered from memory for
+    ``KNOWN_TTL_S`` (a lesson stored here sets it at once), so the acknowledgement of a tool event
+    in a project without lessons skips classifying it (its derivation does that)."""
+    now = svc.clock()
+    known = svc.lessons_known.get(project)
+    if known is None or now - known[1] > KNOWN_TTL_S:
+        known = (await count(svc, project) > 0, now)
+        svc.lessons_known[project] = known
+    return known[0]
+
+
 async def hint_for(svc: Service, st: SessionState, ev: LS.Ev | None) -> str:
     """The hint for a failure a lesson of this project already knows (once per signature per session)."""
     if ev is None or ev.kind != "fail":
@@ -64,6 +79,7 @@ async def advance(svc: Service, st: SessionState, ev: LS.Ev | None, now: float) 
     st.lessons, new = LS.step(st.lessons, ev)
     if new:
         await svc.writer.run(partial(_store, st.project, st.session, new, now))
+        svc.lessons_known[st.project] = (True, svc.clock())
         svc.spawn(svc.ledgers.write_lessons, st.project)
 
 

@@ -72,12 +72,6 @@ def finish_pending(conn: sqlite3.Connection, eid: int) -> bool:
     return conn.execute("UPDATE events SET pending = 0 WHERE id = ? AND pending = 1", (eid,)).rowcount == 1
 
 
-def set_transcript_path(conn: sqlite3.Connection, *, session: str, transcript_path: str | None) -> None:
-    if transcript_path:
-        conn.execute("UPDATE sessions SET transcript_path = ? WHERE session = ? AND transcript_path IS NOT ?",
-                     (transcript_path, session, transcript_path))
-
-
 def insert_archive(conn: sqlite3.Connection, row: ArchiveRow) -> tuple[int, bool]:
     """Insert or find by hash. Returns (id, created)."""
     h = content_hash(row.kind, row.text)
