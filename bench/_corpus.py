@@ -4,8 +4,10 @@ Rules:
 - The schema is the store's own (``ctxlifed.store.schema.migrate`` on a fresh db), so the FTS
   triggers index every row exactly as the daemon's writer would; only the row source differs.
 - Rows are inserted in id order in transactions of ``BATCH`` rows (a real store fills one event at
-  a time; FTS5 automerge keeps the segment count bounded either way). No ``optimize`` is run:
-  the index is in the state incremental inserts leave it in.
+  a time; FTS5 automerge keeps the segment count bounded either way; since schema 0009 the
+  daemon's idle merge steps do, and the build runs them after each batch). No ``optimize`` is run:
+  the index is in the state incremental inserts leave it in. (v3 corpora were built with
+  automerge on; the merged state is the same kind, so 0009 did not bump VERSION.)
 - Cached under ``bench/.cache/recall-v<VERSION>-<n>.db``; bump VERSION when the generator or the
   schema changes. Build figures (seconds, bytes) are kept next to the db in a ``.json``.
 """
@@ -22,7 +24,7 @@ from typing import Any
 from _common import CACHE
 from _text import PHASES, TextGen
 
-from ctxlifed.store import schema
+from ctxlifed.store import backlog, schema
 from ctxlifed.store.ops import content_hash
 
 VERSION = 3  # 3: schema 0006 (filter tags in the word index) and 0007 (trigram backlog, drained per batch)
@@ -61,6 +63,7 @@ def build(n: int, *, log: Any = print) -> tuple[Path, dict[str, Any]]:
     schema.migrate(conn)
     conn.execute("COMMIT")
     deferred = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tri_pending'").fetchone() is not None
+    merging = conn.execute("SELECT 1 FROM _migrations WHERE name = '0009_fts_merge'").fetchone() is not None
     gen = TextGen(seed=SEED)
     rng = gen.rng
     ts = 1_700_000_000.0
@@ -105,6 +108,9 @@ def build(n: int, *, log: Any = print) -> tuple[Path, dict[str, Any]]:
                 conn.execute("INSERT INTO archive_tri(rowid, text) SELECT a.id, a.text FROM tri_pending p"
                              " JOIN archive a ON a.id = p.id ORDER BY p.id")
                 conn.execute("DELETE FROM tri_pending")
+            if merging:  # automerge is off (0009): merge as the daemon's idle writer would, to the end
+                while backlog.idle_step(conn, budget_s=60.0):
+                    pass
             conn.execute("COMMIT")
             done += len(rows)
             rows = []

@@ -97,9 +97,15 @@ class Service:
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
-    def bind(self, tg: anyio.abc.TaskGroup) -> None:
+    def bind(self, tg: anyio.abc.TaskGroup, *, derive: bool = True) -> None:
+        """Run background work in ``tg``; ``derive=False`` leaves the backlog alone (tests start it)."""
         self._tg = tg
-        tg.start_soon(self.backlog.run, self._derive)
+        if derive:
+            self.start_deriver()
+
+    def start_deriver(self) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(self.backlog.run, self._derive)
 
     async def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Side work awaited in the request (ordering matters) that must still never fail it."""

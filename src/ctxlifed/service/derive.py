@@ -75,6 +75,7 @@ class Backlog:
         self.urgent = 0  # waiters: while > 0 the deriver ignores replies in progress
         self.busy: Callable[[], bool] | None = None  # a reply is in progress (set by the daemon)
         self.last_request: Callable[[], float] | None = None  # monotonic time the last request began
+        self.on_empty: Callable[[], None] | None = None  # the last job is derived (the daemon: nudge the writer)
         self._go = anyio.Event()  # set by ``notify``: replies done, or somebody waits for us
         self.derived = 0
         self.failed = 0
@@ -138,6 +139,8 @@ class Backlog:
             del self.per_session[job.sid]
         self._changed.set()
         self._changed = anyio.Event()
+        if not self.per_session and self.on_empty is not None:
+            self.on_empty()
 
     async def run(self, derive: Callable[[Job], Awaitable[None]]) -> None:
         """The deriver: forever, oldest job first."""

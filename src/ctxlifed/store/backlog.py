@@ -13,6 +13,8 @@ Rules:
 - Readers never wait for the backlog: a substring search also scans the pending rows
   (:func:`pending_matches`, newest first, at most ``SCAN_PENDING`` of them), so a row is findable
   the moment its hook is acknowledged.
+- Index segments are merged here too, in small steps (``idle_step``), not by FTS5's automerge
+  inside whichever insert crosses a threshold (migration 0009).
 - Functions here take a connection and never commit (like ``ops``).
 """
 
@@ -29,7 +31,10 @@ def index_some(conn: sqlite3.Connection, *, max_rows: int = 32, budget_s: float 
     deadline = time.perf_counter() + budget_s
     done = 0
     while done < max_rows:
-        row = conn.execute("SELECT id FROM tri_pending ORDER BY id LIMIT 1").fetchone()
+        try:
+            row = conn.execute("SELECT id FROM tri_pending ORDER BY id LIMIT 1").fetchone()
+        except sqlite3.OperationalError:  # no trigram index here (SQLite without it)
+            return False
         if row is None:
             return False
         conn.execute("INSERT INTO archive_tri(rowid, text) SELECT id, text FROM archive WHERE id = ?", row)
@@ -38,6 +43,27 @@ def index_some(conn: sqlite3.Connection, *, max_rows: int = 32, budget_s: float 
         if time.perf_counter() >= deadline:
             break
     return conn.execute("SELECT 1 FROM tri_pending LIMIT 1").fetchone() is not None
+
+
+MERGE_PAGES = 2  # FTS5 merge work per idle step (~1 ms: a request arriving meanwhile waits for one step)
+_MERGED = ("archive_tri", "archive_fts")
+
+
+def idle_step(conn: sqlite3.Connection, *, budget_s: float = 0.001) -> bool:
+    """The writer's idle work: index pending rows; when none is left, merge index segments a few pages
+    at a time (migration 0009 turns FTS5's automerge off: a merge inside an insert took 10-70 ms,
+    paid by whichever request waited for the writer then). True while work remains."""
+    if index_some(conn, budget_s=budget_s):
+        return True
+    more = False
+    for table in _MERGED:
+        before = conn.total_changes
+        try:
+            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {MERGE_PAGES})")
+        except sqlite3.OperationalError:  # no such table (no trigram support)
+            continue
+        more = more or conn.total_changes - before > 1  # FTS5: no change means no merge work left
+    return more
 
 
 def pending(conn: sqlite3.Connection) -> int:

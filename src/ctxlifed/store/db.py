@@ -89,6 +89,9 @@ class _Low:
         return self.fn(conn)
 
 
+_NUDGE: Any = ("nudge",)  # a queue item that only wakes the writer
+
+
 class _Outside:
     """A writer job that must run outside a transaction (checkpoints, VACUUM)."""
 
@@ -128,14 +131,15 @@ def _wake(token: Any, fn: Callable[[], Any]) -> None:
         pass
 
 
-WAL_CAP = 64 << 20  # bytes of WAL past which the writer checkpoints inline
+WAL_SOON = 8 << 20  # bytes of WAL past which a commit asks the checkpoint thread for a PASSIVE checkpoint
+WAL_CAP = 256 << 20  # bytes of WAL past which the writer checkpoints inline (the thread fell behind)
 
 
 class Writer:
     """The single writer. ``await writer.run(fn)`` runs ``fn(conn)`` inside a committed transaction."""
 
     IDLE_MAX_LAG_S = 0.5  # under sustained load, idle work still runs at least this often
-    IDLE_POLL_S = 0.005  # how often a busy daemon is asked whether idle work may run
+    IDLE_POLL_S = 0.05  # how often a busy daemon is asked whether idle work may run (besides ``nudge``)
     LOW_GROUP = 4  # low-priority jobs per transaction
 
     def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0) -> None:
@@ -162,14 +166,18 @@ class Writer:
         self._apply_max_bytes(max_bytes)
         # Checkpoints are taken off the commit path: SQLite's automatic one would run inside a
         # random commit (a p99 spike of several ms); ``background_checkpoint`` runs PASSIVE from its
-        # own connection, concurrently with writes, and the writer only steps in past WAL_CAP.
+        # own connection, concurrently with writes (periodically, and past WAL_SOON from the
+        # checkpoint thread), and the writer only steps in past WAL_CAP.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
         # Idle work: the trigram backlog (``backlog.py``), indexed between jobs, off the reply path.
         self.idle_allowed: Callable[[], bool] = lambda: True  # the daemon: no reply or derivation in progress
         self.idle: Callable[[sqlite3.Connection], bool] | None = (
-            backlog.index_some if "0007_tri_deferred" in applied_names(self.conn) else None)
+            backlog.idle_step if "0009_fts_merge" in applied_names(self.conn) else None)
         self._cp_conn: sqlite3.Connection | None = None
         self._cp_lock = threading.Lock()
+        self._cp_wanted = threading.Event()
+        self._cp_thread: threading.Thread | None = None
+        self._closing = False
         self._thread.start()
 
     def _apply_max_bytes(self, max_bytes: int) -> None:
@@ -223,12 +231,32 @@ class Writer:
         self.conn.execute("BEGIN IMMEDIATE")
 
     def _cap_wal(self) -> None:
-        """Safety net when background checkpoints fall behind: checkpoint inline past WAL_CAP bytes."""
+        """Keep the WAL short without checkpointing on the commit path: past WAL_SOON the checkpoint
+        thread runs a PASSIVE checkpoint next to the writer (a burst of big rows grows the WAL by
+        megabytes a second; the periodic one would let it reach hundreds); past WAL_CAP (that thread
+        fell behind) the writer checkpoints inline."""
         try:
-            if os.path.getsize(self.path + "-wal") > WAL_CAP:
+            size = os.path.getsize(self.path + "-wal")
+        except OSError:
+            return
+        if size > WAL_CAP:
+            try:
                 self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except (OSError, sqlite3.Error):
-            pass
+            except sqlite3.Error:
+                pass
+        elif size > WAL_SOON and not self._cp_wanted.is_set():
+            self._cp_wanted.set()
+            if self._cp_thread is None:
+                self._cp_thread = threading.Thread(target=self._checkpointer, name="ctxlifed-checkpoint", daemon=True)
+                self._cp_thread.start()
+
+    def _checkpointer(self) -> None:
+        while True:
+            self._cp_wanted.wait()
+            if self._closing:
+                return
+            self.background_checkpoint()
+            self._cp_wanted.clear()
 
     def background_checkpoint(self) -> tuple[int, int, int] | None:
         """PASSIVE checkpoint from a dedicated connection (call from a worker thread): it copies what
@@ -270,6 +298,8 @@ class Writer:
                     item = self._q.get()
                 if item is None:
                     stopping = True
+                elif item is _NUDGE:
+                    continue  # woken to re-check ``idle_allowed``
                 elif isinstance(item[0], _Low):
                     low.append(item)
                 else:
@@ -382,6 +412,11 @@ class Writer:
             done(res)
         return []
 
+    def nudge(self) -> None:
+        """The daemon went quiet: idle work may start now (instead of at the next IDLE_POLL_S)."""
+        if self.idle is not None:
+            self._q.put(_NUDGE)
+
     def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None], *,
                low: bool = False) -> None:
         self._q.put((_Low(fn) if low else fn, done))
@@ -436,6 +471,10 @@ class Writer:
         return await self.run(_Outside(job))
 
     def close(self) -> None:
+        self._closing = True
+        self._cp_wanted.set()
+        if self._cp_thread is not None:
+            self._cp_thread.join(timeout=30)
         with self._cp_lock:
             if self._cp_conn is not None:
                 self._cp_conn.close()

@@ -257,6 +257,17 @@ _EVENTS_PENDING = [
     "CREATE INDEX IF NOT EXISTS events_pending ON events(id) WHERE pending = 1",
 ]
 
+# FTS5 merges off the insert path (0009): automerge off, merges done in small idle steps
+# (``backlog.idle_step``); crisismerge bounds the segments a level may gather if idle never comes.
+_FTS_MERGE = [
+    "INSERT INTO archive_fts(archive_fts, rank) VALUES ('automerge', 0)",
+    "INSERT INTO archive_fts(archive_fts, rank) VALUES ('crisismerge', 64)",
+]
+_TRI_MERGE = [
+    "INSERT INTO archive_tri(archive_tri, rank) VALUES ('automerge', 0)",
+    "INSERT INTO archive_tri(archive_tri, rank) VALUES ('crisismerge', 64)",
+]
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_base", _BASE),
     ("0002_fts_words", _FTS_WORDS),
@@ -266,6 +277,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0006_fts_tags", _FTS_TAGS),
     ("0007_tri_deferred", _TRI_DEFERRED),
     ("0008_events_pending", _EVENTS_PENDING),
+    ("0009_fts_merge", _FTS_MERGE),
+    ("0010_tri_merge", _TRI_MERGE),
 ]
 
 
@@ -287,7 +300,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     for name, stmts in MIGRATIONS:
         if name in done:
             continue
-        if name in ("0003_fts_trigram", "0007_tri_deferred") and not trigram:
+        if name in ("0003_fts_trigram", "0007_tri_deferred", "0010_tri_merge") and not trigram:
             continue
         for stmt in stmts:
             conn.execute(stmt)
