@@ -50,7 +50,7 @@ DEFERRABLE = frozenset({
     "WorktreeCreate", "WorktreeRemove", "PostModelSwitch",
 })
 MAX_BACKLOG = 50_000
-KEEP_PAYLOADS = 2_000
+KEEP_PAYLOADS = 256
 READ_WAIT_S = 5.0
 QUIET_S = 0.002  # the deriver waits for this long a gap between requests
 RETRY_S = 1.0
