@@ -42,7 +42,7 @@ def main() -> int:
 
         async def one() -> str:
             async with anyio.create_task_group() as tg:
-                svc.bind(tg)
+                svc.bind(tg, derive=False)  # one event, derived inline (a new process holds no session)
                 res = await svc.hook(payload if isinstance(payload, dict) else {})
             return res.stdout
 

@@ -172,3 +172,13 @@ async def test_sync_events_see_every_acknowledged_event(rig: Rig) -> None:
         st = rig.svc.sessions[SID]
         assert any("token bucket" in it.text for it in st.must_survive)
         tg.cancel_scope.cancel()
+
+
+def test_status_line_shows_what_is_still_behind() -> None:
+    from ctxlifed.cli.main import render_status
+
+    base = {"version": "x", "protocol": 1, "pid": 1, "uptime_s": 1.0, "socket": "/s", "db_path": "/d",
+            "db_bytes": 0, "wal_bytes": 0, "archive_items": 0, "events": 0, "sessions": []}
+    assert "behind" not in render_status(base, 0.0)
+    text = render_status(dict(base, derive_pending=12, index_pending=3), 0.0)
+    assert "12 events to derive" in text and "3 rows to index" in text

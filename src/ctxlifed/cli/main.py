@@ -68,6 +68,9 @@ def render_status(r: dict[str, Any], now: float) -> str:
         f" · {r['archive_items']:,} archived items · {r['events']:,} events"
         + ("" if r.get("fts_trigram", True) else " · trigram index unavailable (CJK search uses substring scan)"),
     ]
+    if r.get("derive_pending") or r.get("index_pending"):
+        lines.append(f"behind  {r.get('derive_pending', 0):,} events to derive · {r.get('index_pending', 0):,} rows to"
+                     " index for substring search (done between hooks; recall already sees them)")
     sessions = r.get("sessions") or []
     if not sessions:
         lines.append("no sessions yet: install the hooks with `ctxlifectl install`, then use Claude Code")
