@@ -7,7 +7,8 @@ Latency: one connection per request (the shim's shape) from this process, no pro
   come 10 ms apart (Claude Code's hooks are at least a shim process start, ~20 ms, apart): the
   daemon answers after the commit and derives in the gap (write-behind, service/derive.py). The
   10 KB PostToolUse is also sent back to back (no gap), where each request also waits for the
-  previous one's deferred work: reported as a reference.
+  previous one's deferred work: reported as a reference. Each phase starts on a quiet daemon (the
+  previous phase's derivation and indexing done: ``quiet``).
 Throughput: 8 client threads, each its own session and transcript, send a realistic mix as fast as
   the daemon answers for a fixed number of events: 40% PreToolUse, 40% PostToolUse (log-normal
   output size, median ~1 KB, max 10 KB; transcript grows by the same turn), 10% UserPromptSubmit,
@@ -209,16 +210,30 @@ def throughput(d: Daemon, base: Path, proj: Path, n_clients: int, per_client: in
             "events_with_archive_rows": derived, "full_cpu_ms_per_event": round(cpu_all / sent * 1000, 3)}
 
 
+def quiet(d: Daemon, settle_s: float = 0.5) -> float:
+    """Wait until the previous phase's deferred work is done (nothing to derive or index), plus
+    ``settle_s`` for the index merges that follow: each phase starts on a quiet daemon."""
+    t0 = time.perf_counter()
+    while True:
+        st = call(d.socket, "status", {"limit": 1})
+        if not st.get("derive_pending", 0) and not st.get("index_pending", 0):
+            break
+        time.sleep(0.05)
+    time.sleep(settle_s)
+    return time.perf_counter() - t0
+
+
 def run(quick: bool, log: Any = print) -> dict[str, Any]:
     n_lat = 100 if quick else 1500
     per_client = 150 if quick else 2500
     with project_daemon("clbd-") as (base, proj, d):
         log(f"  daemon: latency x{n_lat} per event kind, then throughput 8 x {per_client} events")
         lat = latency(d, base, proj, n_lat)
+        quiet(d)
         b2b = latency(d, base, proj, n_lat, gap_s=0, kinds=("PostToolUse 10KB (+transcript)",))
         lat["PostToolUse 10KB (+transcript), back to back"] = b2b["PostToolUse 10KB (+transcript)"]
         lat["cpu_ms:PostToolUse 10KB (+transcript), back to back"] = b2b["cpu_ms:PostToolUse 10KB (+transcript)"]
-        call(d.socket, "status", {"limit": 1})  # let the back-to-back run's deferred work finish first
+        quiet(d)
         thr = throughput(d, base, proj, 8, per_client)
         rss, fds = d.rss_kb(), d.fds()
     cpu = {k.split(":", 1)[1]: round(v[0], 3) for k, v in lat.items() if k.startswith("cpu_ms:")}

@@ -128,8 +128,9 @@ async def test_a_full_backlog_pushes_back_and_busy_replies_pause_the_deriver(rig
             await rig.tool(i, f"queued {i}")
         await anyio.wait_all_tasks_blocked()
         assert rig.svc.backlog.pending(SID) == 3  # paused behind the "replies"
-        await rig.tool(3, "the fourth goes inline")  # backlog full: it waits for the others, then derives itself
-        assert rig.svc.backlog.pending(SID) == 0
+        await rig.tool(3, "the fourth goes inline")  # backlog full: it waits for room (one derived), then is queued
+        assert rig.svc.backlog.pending(SID) == 3 and rig.svc.backlog.derived == 1
+        assert await rig.svc.backlog.wait(None, 30)
         assert rig.db("SELECT count(*) FROM events WHERE pending = 1") == [(0,)]
         assert rig.db("SELECT count(*) FROM archive WHERE text LIKE '%queued %' OR text LIKE '%goes inline%'") == [(4,)]
         tg.cancel_scope.cancel()
@@ -154,6 +155,25 @@ async def test_a_derivation_that_raises_is_logged_and_skipped(rig: Rig, monkeypa
         assert rig.db("SELECT count(*) FROM events WHERE pending = 1") == [(0,)]  # raw event kept, not retried
         assert rig.db("SELECT count(*) FROM events") == [(3,)]
         assert rig.db("SELECT count(*) FROM archive WHERE text LIKE '%ECHIDNA%'") == [(1,)]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_waited_for_session_is_derived_first(rig: Rig) -> None:
+    """A sync event waits only for its own session's backlog, not for every older job."""
+    other = "6f6f6f6f-1111-4222-8333-444455556666"
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        await rig.svc.hook(dict(rig.payload("SessionStart", source="startup"), session_id=other))
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))
+        for i in range(20):  # the other session's jobs come first in commit order
+            await rig.svc.hook(dict(rig.payload("UserPromptSubmit", prompt=f"other {i}"), session_id=other))
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="mine"))
+        assert rig.svc.backlog.pending(other) == 20 and rig.svc.backlog.pending(SID) == 1
+        await rig.svc.hook(rig.payload("PreCompact", trigger="manual"))
+        assert rig.svc.backlog.pending(SID) == 0
+        assert rig.svc.backlog.pending(other) == 20  # untouched: nobody waited for them
+        assert await rig.svc.backlog.wait(None, 30)
         tg.cancel_scope.cancel()
 
 

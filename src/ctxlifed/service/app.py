@@ -234,7 +234,8 @@ class Service:
             return M.HookResult()
         async with self._ack_lock(sid):
             st = self.sessions.get(sid)
-            if self.defer and st is not None and event in DV.DEFERRABLE and not self.backlog.full():
+            if self.defer and st is not None and event in DV.DEFERRABLE:
+                await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(payload, event, st, project, cwd, now, row)
             # Inline: what this event's answer depends on must be derived first, in order.
             await self.backlog.wait(sid)

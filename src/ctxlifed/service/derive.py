@@ -18,8 +18,10 @@ Rules:
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
 - Reads that must see every acknowledged event (recall, status, lessons, compactions, forget) wait
   for the backlog first, at most ``READ_WAIT_S`` (status reports what is still pending).
-- Bounded: beyond ``MAX_BACKLOG`` jobs the ack path takes the inline path (backpressure). The first
-  ``KEEP_PAYLOADS`` jobs keep their payload in memory; later ones re-read it from the store.
+- Bounded: at ``MAX_BACKLOG`` jobs an acknowledgement first waits for room (``room``: the deriver
+  runs flat out meanwhile), so a sustained overload slows answers to the derivation rate instead of
+  growing the queue. The first ``KEEP_PAYLOADS`` jobs keep their payload in memory; later ones re-read
+  it from the store. A session somebody waits for (a sync event) is derived ahead of the others.
 - A job whose derivation raises (a bug, never input: the pure core accepts any payload) is logged
   and its event left as stored raw (``pending`` cleared): one bad event never wedges the backlog.
   A full disk keeps the job and retries after ``RETRY_S``.
@@ -49,7 +51,7 @@ DEFERRABLE = frozenset({
     "CwdChanged", "FileChanged", "ConfigChange", "Elicitation", "ElicitationResult",
     "WorktreeCreate", "WorktreeRemove", "PostModelSwitch",
 })
-MAX_BACKLOG = 50_000
+MAX_BACKLOG = 20_000  # ~0.5 KB of memory a job: bounded to ~10 MB
 KEEP_PAYLOADS = 256
 READ_WAIT_S = 5.0
 QUIET_S = 0.002  # the deriver waits for this long a gap between requests
@@ -66,13 +68,17 @@ class Job:
     ts: float
     payload: dict[str, Any] | None  # None: read back from the store
     lesson: Any = None  # the classified tool event (core.lessons.Ev) the ack path already made
+    done: bool = False  # derived (or skipped): left in the global queue, dropped when reached
 
 
 class Backlog:
     def __init__(self) -> None:
-        self.jobs: collections.deque[Job] = collections.deque()
-        self.per_session: collections.Counter[str] = collections.Counter()  # queued + running
+        self.jobs: collections.deque[Job] = collections.deque()  # commit order, all sessions
+        self.by_session: dict[str, collections.deque[Job]] = {}  # the same jobs, per session
+        self.queued = 0  # jobs not derived yet (``jobs`` may hold done ones until they are reached)
+        self.running: Job | None = None
         self.urgent = 0  # waiters: while > 0 the deriver ignores replies in progress
+        self.first: collections.Counter[str] = collections.Counter()  # sessions somebody waits for: first
         self.busy: Callable[[], bool] | None = None  # a reply is in progress (set by the daemon)
         self.last_request: Callable[[], float] | None = None  # monotonic time the last request began
         self.on_empty: Callable[[], None] | None = None  # the last job is derived (the daemon: nudge the writer)
@@ -83,20 +89,24 @@ class Backlog:
         self._changed = anyio.Event()
 
     def __len__(self) -> int:
-        return sum(self.per_session.values())
+        return self.queued
 
     def full(self) -> bool:
-        return len(self.jobs) >= MAX_BACKLOG
+        return self.queued >= MAX_BACKLOG
 
     def put(self, job: Job) -> None:
-        if len(self.jobs) >= KEEP_PAYLOADS:
+        if self.queued >= KEEP_PAYLOADS:
             job.payload = None
         self.jobs.append(job)
-        self.per_session[job.sid] += 1
+        self.by_session.setdefault(job.sid, collections.deque()).append(job)
+        self.queued += 1
         self._wake.set()
 
     def pending(self, sid: str | None = None) -> int:
-        return len(self) if sid is None else self.per_session.get(sid, 0)
+        if sid is None:
+            return self.queued
+        q = self.by_session.get(sid)
+        return len(q) if q else 0
 
     def notify(self) -> None:
         """Wake a paused deriver (the server calls this when no reply is in progress any more)."""
@@ -119,10 +129,13 @@ class Backlog:
                 await self._go.wait()  # an urgent waiter cuts the wait short
 
     async def wait(self, sid: str | None = None, timeout: float | None = None) -> bool:
-        """Wait until ``sid``'s jobs (all jobs with None) are derived; False on timeout."""
+        """Wait until ``sid``'s jobs (all jobs with None) are derived; False on timeout. A session
+        waited for is derived first, ahead of older jobs of other sessions."""
         if not self.pending(sid):
             return True
         self.urgent += 1
+        if sid is not None:
+            self.first[sid] += 1
         self.notify()
         try:
             with anyio.move_on_after(timeout):
@@ -132,34 +145,68 @@ class Backlog:
             return False
         finally:
             self.urgent -= 1
+            if sid is not None:
+                self.first[sid] -= 1
+                if self.first[sid] <= 0:
+                    del self.first[sid]
+
+    async def room(self) -> None:
+        """Backpressure: while the backlog is full, wait (deriving flat out) until it is not."""
+        if not self.full():
+            return
+        self.urgent += 1
+        self.notify()
+        try:
+            while self.full():
+                await self._changed.wait()
+        finally:
+            self.urgent -= 1
+
+    def _next(self) -> Job | None:
+        for sid in self.first:
+            q = self.by_session.get(sid)
+            if q:
+                return q[0]
+        while self.jobs and self.jobs[0].done:
+            self.jobs.popleft()
+        return self.jobs[0] if self.jobs else None
 
     def _done(self, job: Job) -> None:
-        self.per_session[job.sid] -= 1
-        if self.per_session[job.sid] <= 0:
-            del self.per_session[job.sid]
+        job.done = True
+        q = self.by_session[job.sid]
+        q.popleft()  # ``_next`` only ever takes a session's oldest job
+        if not q:
+            del self.by_session[job.sid]
+        self.queued -= 1
+        while self.jobs and self.jobs[0].done:
+            self.jobs.popleft()
         self._changed.set()
         self._changed = anyio.Event()
-        if not self.per_session and self.on_empty is not None:
+        if not self.queued and self.on_empty is not None:
             self.on_empty()
 
     async def run(self, derive: Callable[[Job], Awaitable[None]]) -> None:
-        """The deriver: forever, oldest job first."""
+        """The deriver: forever, oldest job first (a waited-for session's first)."""
         while True:
-            if not self.jobs:
+            if not self.queued:
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
             await self.pause()
-            job = self.jobs[0]
+            job = self._next()
+            if job is None:
+                continue
+            self.running = job
             try:
                 await derive(job)
             except StorageFullError:
-                log.warning("derive_paused", reason="storage_full", pending=len(self.jobs))
+                log.warning("derive_paused", reason="storage_full", pending=self.queued)
                 await anyio.sleep(RETRY_S)
                 continue  # the same job again
             except Exception:  # noqa: BLE001 - derive handles its own failures; this is a last guard
                 log.exception("derive_failed", event_id=job.eid)
                 self.failed += 1
-            self.jobs.popleft()
+            finally:
+                self.running = None
             self.derived += 1
             self._done(job)
