@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,49 +32,50 @@ def _tri_ids(conn: sqlite3.Connection, term: str) -> list[int]:
                                              (f'"{term}"',)))
 
 
-def test_insert_queues_then_index_some_indexes(tmp_path: Path) -> None:
-    w = Writer(str(tmp_path / "x.db"))
-    w.idle = None  # drive the backlog by hand
+@pytest.fixture
+def w(tmp_path: Path) -> Iterator[Writer]:
+    """A writer whose trigram backlog is driven by hand (its idle work off)."""
+    writer = Writer(str(tmp_path / "x.db"))
+    writer.idle = None
     try:
-        ids = [w.run_sync(lambda c, i=i: ops.insert_archive(c, _row(f"alpha ConnectionManager {i} 鉴权", i))[0])
-               for i in range(5)]
-        assert w.run_sync(backlog.pending) == 5
-        assert w.run_sync(lambda c: _tri_ids(c, "nManag")) == []
-        # what a reader sees meanwhile: the pending rows, by substring, newest first
-        got = w.run_sync(lambda c: backlog.pending_matches(c, ("nmanag", "鉴权"), "a.project = ?", ["/p"]))
-        assert got == sorted(ids, reverse=True)
-        assert w.run_sync(lambda c: backlog.index_some(c, max_rows=2, budget_s=10)) is True
-        assert w.run_sync(backlog.pending) == 3
-        assert w.run_sync(lambda c: backlog.index_some(c, max_rows=100, budget_s=10)) is False
-        assert w.run_sync(lambda c: _tri_ids(c, "nManag")) == ids
-        assert w.run_sync(lambda c: backlog.pending_matches(c, ("nmanag",), "1", [])) == []
-        w.run_sync(_check)
+        yield writer
     finally:
-        w.close()
+        writer.close()
 
 
-def test_delete_and_update_of_pending_and_indexed_rows_keep_the_index_consistent(tmp_path: Path) -> None:
-    w = Writer(str(tmp_path / "x.db"))
-    w.idle = None
-    try:
-        a = w.run_sync(lambda c: ops.insert_archive(c, _row("first quokka row", 1))[0])
-        w.run_sync(lambda c: backlog.index_some(c, budget_s=10))
-        b = w.run_sync(lambda c: ops.insert_archive(c, _row("second quokka row", 2))[0])
-        # b is pending, a indexed: delete b (no FTS delete), update a (FTS delete, then pending)
-        w.run_sync(lambda c: c.execute("DELETE FROM archive WHERE id = ?", (b,)))
-        w.run_sync(lambda c: c.execute("UPDATE archive SET text = 'first wombat row' WHERE id = ?", (a,)))
-        w.run_sync(_check)
-        assert w.run_sync(lambda c: _tri_ids(c, "quokka")) == []
-        assert w.run_sync(backlog.pending) == 1
-        w.run_sync(lambda c: backlog.index_some(c, budget_s=10))
-        assert w.run_sync(lambda c: _tri_ids(c, "wombat")) == [a]
-        # an indexed row deleted: gone from the index
-        w.run_sync(lambda c: c.execute("DELETE FROM archive WHERE id = ?", (a,)))
-        assert w.run_sync(lambda c: _tri_ids(c, "wombat")) == []
-        w.run_sync(_check)
-        w.run_sync(lambda c: c.execute("INSERT INTO archive_tri(archive_tri, rank) VALUES ('integrity-check', 1)"))
-    finally:
-        w.close()
+def test_insert_queues_then_index_some_indexes(w: Writer) -> None:
+    ids = [w.run_sync(lambda c, i=i: ops.insert_archive(c, _row(f"alpha ConnectionManager {i} 鉴权", i))[0])
+           for i in range(5)]
+    assert w.run_sync(backlog.pending) == 5
+    assert w.run_sync(lambda c: _tri_ids(c, "nManag")) == []
+    # what a reader sees meanwhile: the pending rows, by substring, newest first
+    got = w.run_sync(lambda c: backlog.pending_matches(c, ("nmanag", "鉴权"), "a.project = ?", ["/p"]))
+    assert got == sorted(ids, reverse=True)
+    assert w.run_sync(lambda c: backlog.index_some(c, max_rows=2, budget_s=10)) is True
+    assert w.run_sync(backlog.pending) == 3
+    assert w.run_sync(lambda c: backlog.index_some(c, max_rows=100, budget_s=10)) is False
+    assert w.run_sync(lambda c: _tri_ids(c, "nManag")) == ids
+    assert w.run_sync(lambda c: backlog.pending_matches(c, ("nmanag",), "1", [])) == []
+    w.run_sync(_check)
+
+
+def test_delete_and_update_of_pending_and_indexed_rows_keep_the_index_consistent(w: Writer) -> None:
+    a = w.run_sync(lambda c: ops.insert_archive(c, _row("first quokka row", 1))[0])
+    w.run_sync(lambda c: backlog.index_some(c, budget_s=10))
+    b = w.run_sync(lambda c: ops.insert_archive(c, _row("second quokka row", 2))[0])
+    # b is pending, a indexed: delete b (no FTS delete), update a (FTS delete, then pending)
+    w.run_sync(lambda c: c.execute("DELETE FROM archive WHERE id = ?", (b,)))
+    w.run_sync(lambda c: c.execute("UPDATE archive SET text = 'first wombat row' WHERE id = ?", (a,)))
+    w.run_sync(_check)
+    assert w.run_sync(lambda c: _tri_ids(c, "quokka")) == []
+    assert w.run_sync(backlog.pending) == 1
+    w.run_sync(lambda c: backlog.index_some(c, budget_s=10))
+    assert w.run_sync(lambda c: _tri_ids(c, "wombat")) == [a]
+    # an indexed row deleted: gone from the index
+    w.run_sync(lambda c: c.execute("DELETE FROM archive WHERE id = ?", (a,)))
+    assert w.run_sync(lambda c: _tri_ids(c, "wombat")) == []
+    w.run_sync(_check)
+    w.run_sync(lambda c: c.execute("INSERT INTO archive_tri(archive_tri, rank) VALUES ('integrity-check', 1)"))
 
 
 def test_writer_drains_the_backlog_when_idle_and_after_a_restart(tmp_path: Path) -> None:
@@ -156,20 +158,15 @@ def test_old_database_keeps_its_trigram_index(tmp_path: Path) -> None:
         w.close()
 
 
-def test_search_finds_rows_still_waiting_for_the_trigram_index(tmp_path: Path) -> None:
+def test_search_finds_rows_still_waiting_for_the_trigram_index(w: Writer) -> None:
     """Substring and CJK recall see a row the moment it is stored, before the writer indexes it."""
     from ctxlifed.store import queries
 
-    w = Writer(str(tmp_path / "x.db"))
-    w.idle = None
-    try:
-        old = w.run_sync(lambda c: ops.insert_archive(c, _row("older WombatFactory row 鉴权失败了", 1))[0])
-        w.run_sync(lambda c: backlog.index_some(c, budget_s=10))
-        new = w.run_sync(lambda c: ops.insert_archive(c, _row("newer WombatFactory row 鉴权失败了", 2))[0])
-        assert w.run_sync(backlog.pending) == 1
-        for words in (("mbatFact",), ("鉴权失败",), ("鉴权",)):
-            hits, total = w.run_sync(lambda c, ws=words: queries.search(c, words=ws, project="/p"))
-            assert [h["id"] for h in hits] == [new, old], words
-            assert total == 2, words
-    finally:
-        w.close()
+    old = w.run_sync(lambda c: ops.insert_archive(c, _row("older WombatFactory row 鉴权失败了", 1))[0])
+    w.run_sync(lambda c: backlog.index_some(c, budget_s=10))
+    new = w.run_sync(lambda c: ops.insert_archive(c, _row("newer WombatFactory row 鉴权失败了", 2))[0])
+    assert w.run_sync(backlog.pending) == 1
+    for words in (("mbatFact",), ("鉴权失败",), ("鉴权",)):
+        hits, total = w.run_sync(lambda c, ws=words: queries.search(c, words=ws, project="/p"))
+        assert [h["id"] for h in hits] == [new, old], words
+        assert total == 2, words

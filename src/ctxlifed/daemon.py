@@ -19,8 +19,8 @@ Rules:
 
 from __future__ import annotations
 
-import logging
 import gc
+import logging
 import os
 import resource
 import signal
@@ -154,17 +154,21 @@ class Daemon:
                 # Derivation yields to replies in progress.
                 svc.backlog.busy = lambda: server.answering > 0
                 svc.backlog.last_request = lambda: server.last_request
-                # The trigram backlog (writer idle work) waits for replies and derivations alike.
+                # The writer's idle work (trigram backlog, merges) waits for replies and derivations
+                # alike, and is nudged the moment both are done.
                 writer = self.writer
-                writer.idle_allowed = lambda: server.answering == 0 and not svc.backlog.pending()
+
+                def idle() -> bool:
+                    return server.answering == 0 and not svc.backlog.pending()
 
                 def quiet() -> None:
                     svc.backlog.notify()
-                    if not svc.backlog.pending():
+                    if idle():
                         writer.nudge()
 
+                writer.idle_allowed = idle
                 server.on_quiet = quiet
-                svc.backlog.on_empty = lambda: writer.nudge() if server.answering == 0 else None
+                svc.backlog.on_empty = quiet
                 svc.bind(tg)
                 try:
                     await svc.recover()  # events acknowledged but not derived before the last stop

@@ -86,7 +86,6 @@ class Service:
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
-        self.defer = True  # write-behind derivation (derive.py); False: every event inline
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
         self.hook_tools: dict[str, collections.deque[str]] = {}
@@ -234,7 +233,7 @@ class Service:
             return M.HookResult()
         async with self._ack_lock(sid):
             st = self.sessions.get(sid)
-            if self.defer and st is not None and event in DV.DEFERRABLE:
+            if st is not None and event in DV.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(payload, event, st, project, cwd, now, row)
             # Inline: what this event's answer depends on must be derived first, in order.
@@ -306,7 +305,7 @@ class Service:
                 self._restore(job.sid, snapshot)
                 log.exception("derive_failed", event_id=job.eid, hook_event=job.event)
                 self.backlog.failed += 1
-                await self.writer.run(partial(_finish_pending, job.eid), low=True)
+                await self.writer.run(partial(ops.finish_pending, eid=job.eid), low=True)
 
     async def recover(self) -> int:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
@@ -870,13 +869,10 @@ def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int 
         eid = ops.insert_event(conn, row)
         if eid == 0:
             return None
-        ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
-                          transcript_path=st.transcript_path, ts=row.ts)
-    else:
-        if eid is None or not ops.finish_pending(conn, eid):
-            return None
-        ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
-                          transcript_path=st.transcript_path, ts=now)
+    elif eid is None or not ops.finish_pending(conn, eid):
+        return None
+    ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
+                      transcript_path=st.transcript_path, ts=now)
     for el, summ in zip(elements, summaries, strict=True):
         ops.insert_archive(conn, ops.ArchiveRow(
             session=st.session, project=st.project, ts=el.ts or now, kind=str(el.kind), text=el.text,
@@ -911,10 +907,6 @@ def _store_switch_and_state(st: SessionState, switch: Any, conn: sqlite3.Connect
 def _apply_compression(updates: list[tuple[int, str, str, int]], level: int, conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE archive SET summary=?, category=?, priority=?, level=max(level, ?) WHERE id=?",
                      [(sm, cat, pr, 1 if cat in ("summarize", "keep") else 2, aid) for aid, sm, cat, pr in updates])
-
-
-def _finish_pending(eid: int, conn: sqlite3.Connection) -> bool:
-    return ops.finish_pending(conn, eid)
 
 
 # -- read jobs ---------------------------------------------------------------------------------

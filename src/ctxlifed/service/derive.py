@@ -76,7 +76,6 @@ class Backlog:
         self.jobs: collections.deque[Job] = collections.deque()  # commit order, all sessions
         self.by_session: dict[str, collections.deque[Job]] = {}  # the same jobs, per session
         self.queued = 0  # jobs not derived yet (``jobs`` may hold done ones until they are reached)
-        self.running: Job | None = None
         self.urgent = 0  # waiters: while > 0 the deriver ignores replies in progress
         self.first: collections.Counter[str] = collections.Counter()  # sessions somebody waits for: first
         self.busy: Callable[[], bool] | None = None  # a reply is in progress (set by the daemon)
@@ -196,7 +195,6 @@ class Backlog:
             job = self._next()
             if job is None:
                 continue
-            self.running = job
             try:
                 await derive(job)
             except StorageFullError:
@@ -206,7 +204,5 @@ class Backlog:
             except Exception:  # noqa: BLE001 - derive handles its own failures; this is a last guard
                 log.exception("derive_failed", event_id=job.eid)
                 self.failed += 1
-            finally:
-                self.running = None
             self.derived += 1
             self._done(job)

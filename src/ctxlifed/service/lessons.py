@@ -57,16 +57,15 @@ async def hint_for(svc: Service, st: SessionState, ev: LS.Ev | None) -> str:
     """The hint for a failure a lesson of this project already knows (once per signature per session)."""
     if ev is None or ev.kind != "fail":
         return ""
-    if st.lessons.session_id != st.session:
-        st.lessons = LS.Tracker(session_id=st.session)
+    _own_tracker(st)
     sig = ev.signature or LS.signature(ev.text, tool=ev.tool or None, command=ev.command or None,
                                        file_path=ev.file_path or None)
     if not sig or sig in st.lessons.hinted:
         return ""
     known = await svc.readers.run(partial(_by_signature, st.project, sig))
-    if known is None or sig in st.lessons.hinted:
+    if known is None:
         return ""
-    st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known})
+    st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known})  # '' if hinted meanwhile
     return hint
 
 
@@ -74,13 +73,18 @@ async def advance(svc: Service, st: SessionState, ev: LS.Ev | None, now: float) 
     """Feed the session's error -> fix tracker (in event order); store the lessons it completes."""
     if ev is None:
         return
-    if st.lessons.session_id != st.session:
-        st.lessons = LS.Tracker(session_id=st.session)
+    _own_tracker(st)
     st.lessons, new = LS.step(st.lessons, ev)
     if new:
         await svc.writer.run(partial(_store, st.project, st.session, new, now))
         svc.lessons_known[st.project] = (True, svc.clock())
         svc.spawn(svc.ledgers.write_lessons, st.project)
+
+
+def _own_tracker(st: SessionState) -> None:
+    """The session's error -> fix tracker (a fresh one if the state holds another session's)."""
+    if st.lessons.session_id != st.session:
+        st.lessons = LS.Tracker(session_id=st.session)
 
 
 async def listing(svc: Service, *, project: str | None, limit: int) -> list[LS.Lesson]:

@@ -79,27 +79,25 @@ def _typed(exc: BaseException) -> BaseException:
     return StorageFullError(str(exc)) if isinstance(exc, sqlite3.Error) and _is_full(exc) else exc
 
 
-class _Low:
-    """A low-priority writer job: run only when no normal job waits (see ``Writer.run(low=True)``)."""
+class _Marked:
+    """A writer job tagged with how the writer must run it (the subclass says how)."""
 
     def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
         self.fn = fn
 
     def __call__(self, conn: sqlite3.Connection) -> Any:
         return self.fn(conn)
+
+
+class _Low(_Marked):
+    """A low-priority writer job: run only when no normal job waits (see ``Writer.run(low=True)``)."""
 
 
 _NUDGE: Any = ("nudge",)  # a queue item that only wakes the writer
 
 
-class _Outside:
+class _Outside(_Marked):
     """A writer job that must run outside a transaction (checkpoints, VACUUM)."""
-
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
-        self.fn = fn
-
-    def __call__(self, conn: sqlite3.Connection) -> Any:
-        return self.fn(conn)
 
 
 _DEFAULT_MAX_PAGES = 1073741823  # SQLite's default max_page_count

@@ -417,12 +417,12 @@ def _short_candidates(conn: sqlite3.Connection, short: list[str], where: str, ar
                 break
         scan = SHORT_SCAN
     extra = "".join(" AND instr(a.text, ?) > 0" for _ in short)
-    if trigram:  # rows still waiting for the trigram index (backlog.py)
+    if trigram:  # rows still waiting for the trigram index (backlog.py), then the newest ids, whatever
+        # their project: bounded
         pend = backlog.pending_matches(conn, tuple(short), where, args, extra, short, TOTAL_CAP)
         if pend:
             found.update(conn.execute(f"SELECT id, priority FROM archive WHERE id IN ({','.join('?' * len(pend))})",
                                       pend).fetchall())
-    if trigram:  # the newest ids, whatever their project: bounded
         lo = (conn.execute("SELECT max(id) FROM archive").fetchone()[0] or 0) - scan + 1
     else:  # no index at all: the newest `scan` filtered rows, as before
         lo = conn.execute(f"SELECT min(id) FROM (SELECT a.id FROM archive a WHERE {where} ORDER BY a.id DESC"
