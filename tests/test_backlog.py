@@ -170,3 +170,121 @@ def test_search_finds_rows_still_waiting_for_the_trigram_index(w: Writer) -> Non
         hits, total = w.run_sync(lambda c, ws=words: queries.search(c, words=ws, project="/p"))
         assert [h["id"] for h in hits] == [new, old], words
         assert total == 2, words
+
+
+# A long statement; mark() runs once it has begun (an interrupt before that would be a no-op).
+_SLOW_STEP = ("WITH RECURSIVE r(i) AS (SELECT mark() UNION ALL SELECT i + 1 FROM r WHERE i < 3000000)"
+              " INSERT INTO slow(n) SELECT count(*) FROM r")
+
+
+def _slow_writer(tmp_path: Path) -> Writer:
+    w = Writer(str(tmp_path / "x.db"))
+    w.idle = None
+    w.IDLE_MAX_LAG_S = 1e9  # only quiet-time (interruptible) idle steps
+    w.run_sync(lambda c: c.execute("CREATE TABLE slow(n INTEGER)"))
+    return w
+
+
+def test_a_job_interrupts_quiet_time_idle_work_which_is_redone(tmp_path: Path) -> None:
+    """A job arriving during a quiet-time idle step interrupts it (the step rolls back, on its own
+    connection) instead of waiting for it; the job commits, nothing is left half-done, and the idle
+    work completes afterwards."""
+    w = _slow_writer(tmp_path)
+    started, finished = threading.Event(), threading.Event()
+    runs = 0
+
+    def idle(conn: sqlite3.Connection) -> bool:
+        nonlocal runs
+        if finished.is_set():
+            return False
+        runs += 1
+        conn.create_function("mark", 0, lambda: (started.set(), 1)[1])
+        conn.execute(_SLOW_STEP)  # long: only an interrupt ends it early
+        finished.set()
+        return False
+
+    try:
+        w.idle = idle
+        w.run_sync(lambda c: None)  # after a job, the idle work is due
+        assert started.wait(30)
+        assert w.run_sync(lambda c: c.execute("INSERT INTO slow(n) VALUES (-1)").lastrowid) is not None
+        assert w.preempted == 1
+        assert finished.wait(60)  # redone once the writer is idle again
+        assert runs == 2
+        rows = w.run_sync(lambda c: sorted(r[0] for r in c.execute("SELECT n FROM slow")))
+        assert rows == [-1, 3000000]  # the interrupted attempt left nothing behind
+        # the interrupt is not left pending for what follows, on either connection
+        for i in range(20):
+            w.run_sync(lambda c, i=i: c.execute("INSERT INTO slow(n) VALUES (?)", (i,)))
+    finally:
+        w.idle = None
+        w.close()
+
+
+def test_idle_work_interrupted_over_and_over_still_completes(tmp_path: Path) -> None:
+    """Requests every few milliseconds (``preempt`` from the server) cannot starve a long idle step:
+    after MAX_PREEMPTS interrupts in a row the next attempt runs through."""
+    w = _slow_writer(tmp_path)
+    finished, stop = threading.Event(), threading.Event()
+
+    def idle(conn: sqlite3.Connection) -> bool:
+        if finished.is_set():
+            return False
+        conn.create_function("mark", 0, lambda: 1)
+        conn.execute(_SLOW_STEP)
+        finished.set()
+        return False
+
+    def hammer() -> None:
+        while not stop.is_set():
+            w.preempt()
+            stop.wait(0.001)
+
+    t = threading.Thread(target=hammer)
+    try:
+        w.idle = idle
+        t.start()
+        w.run_sync(lambda c: None)
+        assert finished.wait(60)
+        assert w.preempted >= 1
+        assert w.run_sync(lambda c: c.execute("SELECT count(*) FROM slow").fetchone()[0]) == 1
+    finally:
+        stop.set()
+        t.join()
+        w.idle = None
+        w.close()
+
+
+def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(tmp_path: Path) -> None:
+    import anyio
+
+    w = Writer(str(tmp_path / "x.db"))
+    w.idle = None
+    w.run_sync(lambda c: c.execute("CREATE TABLE t(x)"))
+
+    async def main() -> tuple[str, str]:
+        free = await w.run(lambda c: (c.execute("INSERT INTO t VALUES (1)"), threading.current_thread().name)[1],
+                           inline=True)
+        gate, held = threading.Event(), threading.Event()
+        w.submit(lambda c: (held.set(), gate.wait(30)), lambda res: None)  # the writer thread is busy
+        assert await anyio.to_thread.run_sync(held.wait, 30)
+        async with anyio.create_task_group() as tg:
+            names: list[str] = []
+
+            async def queued() -> None:
+                names.append(await w.run(lambda c: (c.execute("INSERT INTO t VALUES (2)"),
+                                                    threading.current_thread().name)[1], inline=True))
+
+            tg.start_soon(queued)
+            await anyio.sleep(0)
+            gate.set()
+        return free, names[0]
+
+    try:
+        free, busy = anyio.run(main)
+        assert free == threading.current_thread().name  # inline: no thread hop
+        assert busy == "ctxlifed-writer"  # queued behind the running job, run by the writer thread
+        assert w.inline_runs == 1
+        assert w.run_sync(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 2
+    finally:
+        w.close()

@@ -167,6 +167,7 @@ class Daemon:
                         writer.nudge()
 
                 writer.idle_allowed = idle
+                server.on_request = writer.preempt
                 server.on_quiet = quiet
                 svc.backlog.on_empty = quiet
                 svc.bind(tg)

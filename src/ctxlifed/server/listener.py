@@ -106,6 +106,7 @@ class Server:
         self.answering = 0  # frames being handled or answered (until the reply is written)
         self.on_quiet: Callable[[], None] | None = None  # called when ``answering`` drops to 0
         self.last_request = 0.0  # monotonic time the last frame began to be handled
+        self.on_request: Callable[[], None] | None = None  # called when a frame begins to be handled
         self._log_accept = _RateLimited("accept_failed")
         self._log_evict = _RateLimited("connection_evicted")
         self.uid = os.geteuid()
@@ -326,6 +327,8 @@ class Server:
     def _begin_answer(self) -> None:
         self.answering += 1
         self.last_request = time.monotonic()
+        if self.on_request is not None:
+            self.on_request()  # background work that yields to replies: stop now
 
     def _end_answer(self) -> None:
         self.answering -= 1

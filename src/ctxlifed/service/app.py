@@ -259,7 +259,7 @@ class Service:
     async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
                            now: float, row: ops.EventRow) -> M.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
-        eid = await self.writer.run(partial(_store_ack, row))
+        eid = await self.writer.run(partial(_store_ack, row), inline=True)
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))

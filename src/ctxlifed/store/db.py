@@ -20,7 +20,15 @@ Rules:
 - Idle work (the trigram backlog, ``backlog.py``) runs on the writer thread in its own short
   transactions when no job is queued and the daemon is quiet (``idle_allowed``), and at least every
   ``IDLE_MAX_LAG_S`` under load: work that need not be durable with the acknowledgement stays off
-  the reply path but always drains.
+  the reply path but always drains. It uses a second connection (``idle_conn``), only ever from the
+  writer thread and never inside a job's transaction, so there is still one writer at a time; that
+  connection alone is interrupted (``preempt``, ``sqlite3_interrupt``) when a job or a request
+  arrives during a quiet-time step: the step rolls back and is redone later, and nobody waits for it.
+  A step interrupted ``MAX_PREEMPTS`` times in a row is not interruptible the next time, so a stream
+  of requests can delay idle work but never starve it.
+- One lock (``_busy``) is held around every transaction. An acknowledgement (``run(inline=True)``)
+  that finds the writer free and nothing queued runs on the caller's thread under that lock instead
+  of hopping to the writer thread and back; otherwise it is queued like any job.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
   (shutdown) can never stall the writer or ``close``.
 - Files are created 0600 (the daemon's umask) and re-checked after open.
@@ -73,6 +81,11 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
 def _is_full(exc: sqlite3.Error) -> bool:
     name = getattr(exc, "sqlite_errorname", "")
     return name == "SQLITE_FULL" or "database or disk is full" in str(exc)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        getattr(exc, "sqlite_errorname", "") == "SQLITE_INTERRUPT" or "interrupted" in str(exc))
 
 
 def _typed(exc: BaseException) -> BaseException:
@@ -141,6 +154,7 @@ class Writer:
     IDLE_MAX_LAG_S = 0.5  # under sustained load, idle work still runs at least this often
     IDLE_POLL_S = 0.05  # how often a busy daemon is asked whether idle work may run (besides ``nudge``)
     LOW_GROUP = 4  # low-priority jobs per transaction
+    MAX_PREEMPTS = 2  # an idle step interrupted this often in a row is not interruptible (progress)
 
     def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0) -> None:
         self.path = path
@@ -148,12 +162,19 @@ class Writer:
         self.max_bytes = 0
         self.max_group = max_group
         self.conn = connect(path)
+        self.idle_conn = self._open_idle()  # idle work only (see the rules): interruptible on its own
         self._q: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Any] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="ctxlifed-writer", daemon=True)
         self.commits = 0
         self.jobs = 0
         self.trigram = has_trigram(self.conn)
         self.idle_runs = 0
+        self.preempted = 0  # quiet-time idle steps interrupted by a job or a request (``preempt``)
+        self._preempt_streak = 0  # interrupted in a row, without a step completing in between
+        self._idle_lock = threading.Lock()
+        self._in_idle = False  # a preemptible idle step is running its statements (not its COMMIT)
+        self._busy = threading.Lock()  # held while a transaction runs (writer thread, or ``run(inline=True)``)
+        self.inline_runs = 0
         self._begin()
         try:
             self.applied = migrate(self.conn)
@@ -184,7 +205,8 @@ class Writer:
         """Cap the database at ``max_bytes`` (0 = SQLite's default); never below its current size."""
         page = self.conn.execute("PRAGMA page_size").fetchone()[0]
         pages = -(-max_bytes // page) if max_bytes > 0 else _DEFAULT_MAX_PAGES
-        self.conn.execute(f"PRAGMA max_page_count={int(pages)}")
+        for conn in (self.conn, self.idle_conn):
+            conn.execute(f"PRAGMA max_page_count={int(pages)}")
         self.max_bytes = max(0, max_bytes)
 
     async def set_limits(self, *, min_free_bytes: int | None = None, max_bytes: int | None = None) -> None:
@@ -308,42 +330,99 @@ class Writer:
                 if stopping:
                     return
                 if idle_due and self.idle_allowed():
-                    idle_due, last_idle = self._run_idle(), time.monotonic()
+                    with self._busy:  # a step interrupted twice in a row runs through the third time
+                        more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
+                    idle_due, last_idle = more, time.monotonic()
                 continue
             # Acknowledgements first; low-priority jobs in small groups so they never hold one up long.
             src, cap = (high, self.max_group) if high else (low, self.LOW_GROUP)
             batch = [src.popleft() for _ in range(min(cap, len(src)))]
             batch = [(fn, _once(done)) for fn, done in batch]
             try:
-                self._run_batch(batch)
+                with self._busy:
+                    self._run_batch(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer thread must never die
                 for _fn, done in batch:
                     done((False, exc))  # no-op for the jobs already answered
             if self.idle is not None:
                 idle_due = True  # the batch may have queued work
                 if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S:  # never starved by load
-                    idle_due, last_idle = self._run_idle(), time.monotonic()
+                    with self._busy:
+                        more = self._run_idle()
+                    idle_due, last_idle = more, time.monotonic()
 
-    def _run_idle(self) -> bool:
-        """One short transaction of idle work (``self.idle``); True if more remains. A failure
-        (disk full, I/O) leaves the work for later: it is retried after the next job."""
+    def _run_idle(self, *, preemptible: bool = False) -> bool:
+        """One short transaction of idle work (``self.idle``, on ``idle_conn``); True if more remains.
+        A failure (disk full, I/O) leaves the work for later: it is retried after the next job.
+        ``preemptible`` (quiet time): ``preempt`` may interrupt the step's statements (never its
+        COMMIT); the step then rolls back, and is redone after whatever interrupted it."""
         if self.idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
             return False
+        conn = self.idle_conn
         try:
-            self._begin()
-        except sqlite3.Error:
-            return False
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            return preemptible and _interrupted(exc)  # an interrupt that came before the step began
         try:
-            more = self.idle(self.conn)
-            self.conn.execute("COMMIT")
-            self.idle_runs += 1
-            return more
-        except BaseException:  # noqa: BLE001 - the writer thread must never die
+            self._in_idle = preemptible
             try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+                more = self.idle(conn)
+            finally:
+                with self._idle_lock:  # from here on no interrupt can be sent
+                    self._in_idle = False
+            conn.execute("COMMIT")
+            self.idle_runs += 1
+            self._preempt_streak = 0
+            return more
+        except BaseException as exc:  # noqa: BLE001 - the writer thread must never die
+            self._idle_rollback()
+            if preemptible and _interrupted(exc):
+                self.preempted += 1
+                self._preempt_streak += 1
+                return True  # the work is still there
             return False
+
+    def _open_idle(self) -> sqlite3.Connection:
+        conn = connect(self.path)
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        # SQLite < 3.42 checks a pending interrupt when it *prepares* a statement, and clears it only
+        # when one starts to run: prepare what the idle step's rollback needs now, while no interrupt
+        # can be pending (the statement cache keeps them; this connection runs a handful of statements).
+        conn.execute("SELECT 1").fetchall()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        if getattr(self, "max_bytes", 0):
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count={int(-(-self.max_bytes // page))}")
+        return conn
+
+    def _idle_rollback(self) -> None:
+        """End a failed idle step's transaction whatever it takes: an open one would hold the write
+        lock and stall every job."""
+        conn = self.idle_conn
+        for _ in range(3):
+            if not conn.in_transaction:
+                return
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                try:  # a cached statement that runs clears an interrupt still pending
+                    conn.execute("SELECT 1").fetchall()
+                except sqlite3.Error:
+                    pass
+        if conn.in_transaction:  # last resort: closing a connection rolls its transaction back
+            try:
+                conn.close()
+            finally:
+                self.idle_conn = self._open_idle()
+
+    def preempt(self) -> None:
+        """A job or a request needs the writer: interrupt the quiet-time idle step in progress, if
+        any (from any thread; costs nothing when there is none)."""
+        if self._in_idle:
+            with self._idle_lock:
+                if self._in_idle:
+                    self.idle_conn.interrupt()
 
     def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> None:
         outside = [job for job in batch if isinstance(job[0], _Outside)]
@@ -379,7 +458,7 @@ class Writer:
             return []
         results: list[tuple[bool, Any]] = []
         for i, (fn, done) in enumerate(batch):
-            sp = f"j{i}"
+            sp = "j"  # released or rolled back before the next: one name, one cached statement
             try:
                 self.conn.execute(f"SAVEPOINT {sp}")
                 results.append((True, fn(self.conn)))
@@ -420,10 +499,27 @@ class Writer:
     def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None], *,
                low: bool = False) -> None:
         self._q.put((_Low(fn) if low else fn, done))
+        if not low:
+            self.preempt()
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T], *, low: bool = False) -> T:
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, low: bool = False, inline: bool = False) -> T:
         """Run ``fn`` in the writer transaction; returns after COMMIT (or raises). ``low``: queued
-        behind every normal job (work that acknowledges nothing: write-behind derivation)."""
+        behind every normal job (work that acknowledges nothing: write-behind derivation).
+        ``inline`` (a short job: one acknowledgement): when no job is queued and no transaction is
+        running, run it right here, on the caller's thread, under the same lock as the writer
+        thread's transactions (still one writer at a time); it skips two thread wake-ups, the
+        largest part of a lone acknowledgement's latency on an idle machine. Else it is queued."""
+        if inline and not low and self._q.empty() and self._busy.acquire(blocking=False):
+            try:
+                got: list[tuple[bool, Any]] = []
+                self._run_batch([(fn, _once(got.append))])
+                self.inline_runs += 1
+            finally:
+                self._busy.release()
+            ok, value = got[0]
+            if ok:
+                return value  # type: ignore[no-any-return]
+            raise value
         event = anyio.Event()
         box: list[tuple[bool, Any]] = []
         token = anyio.lowlevel.current_token()
@@ -481,6 +577,7 @@ class Writer:
                 self._cp_conn = None
         self._q.put(None)
         self._thread.join(timeout=30)
+        self.idle_conn.close()
         try:
             self._checkpoint("TRUNCATE")
         except (sqlite3.Error, StorageFullError):
