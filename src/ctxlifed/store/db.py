@@ -175,6 +175,7 @@ class Writer:
         self._in_idle = False  # a preemptible idle step is running its statements (not its COMMIT)
         self._busy = threading.Lock()  # held while a transaction runs (writer thread, or ``run(inline=True)``)
         self.inline_runs = 0
+        self._idle_due = False  # the writer thread has idle work to do (``nudge`` wakes it only then)
         self._begin()
         try:
             self.applied = migrate(self.conn)
@@ -303,6 +304,7 @@ class Writer:
         idle_due = self.idle is not None  # a previous run may have left work behind
         last_idle = time.monotonic()
         while True:
+            self._idle_due = idle_due  # what ``nudge`` reads
             # Take everything queued; block only when there is nothing to do at all.
             while True:
                 if high or low or stopping:
@@ -492,8 +494,9 @@ class Writer:
         return []
 
     def nudge(self) -> None:
-        """The daemon went quiet: idle work may start now (instead of at the next IDLE_POLL_S)."""
-        if self.idle is not None:
+        """The daemon went quiet: idle work may start now (instead of at the next IDLE_POLL_S). A
+        writer with no idle work due is not woken (the daemon goes quiet after every request)."""
+        if self.idle is not None and self._idle_due:
             self._q.put(_NUDGE)
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None], *,
