@@ -156,6 +156,7 @@ class Daemon:
                 # Derivation yields to replies in progress.
                 svc.backlog.busy = lambda: server.answering > 0
                 svc.backlog.last_request = lambda: server.last_request
+                svc.alone = lambda: server.active <= 1
                 # The writer's idle work (trigram backlog, merges) waits for replies and derivations
                 # alike, and is nudged the moment both are done.
                 writer = self.writer

@@ -69,6 +69,7 @@ MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late
 # the rest is read on the next events (a line longer than this is skipped; hooks archived its content)
 INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
 MAX_SESSIONS_IN_MEMORY = 512
+HOOK_TOOLS = 256  # tool-use ids per session whose result a hook delivered (the transcript copy is skipped)
 _enc = msgspec.json.Encoder()
 
 
@@ -85,10 +86,11 @@ class Service:
         self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
+        self.alone: Callable[[], bool] = lambda: True  # no other request in progress (the server says)
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
-        self.hook_tools: dict[str, collections.deque[str]] = {}
+        self.hook_tools: dict[str, dict[str, None]] = {}  # per session: the last HOOK_TOOLS ids, in order
         self.ledgers = LedgerWriter(self)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
@@ -259,7 +261,9 @@ class Service:
     async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
                            now: float, row: ops.EventRow) -> M.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
-        eid = await self.writer.run(partial(_store_ack, row), inline=True)
+        # Alone, the commit runs inline (no thread hops); among concurrent requests it joins the
+        # writer thread's group commit, which runs next to the event loop instead of on it.
+        eid = await self.writer.run(partial(_store_ack, row), inline=self.alone())
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
@@ -278,9 +282,11 @@ class Service:
         return answer
 
     def _note_hook_tool(self, sid: str, tool_id: str) -> None:
-        seen = self.hook_tools.setdefault(sid, collections.deque(maxlen=256))
+        seen = self.hook_tools.setdefault(sid, {})
         if tool_id not in seen:
-            seen.append(tool_id)
+            seen[tool_id] = None
+            if len(seen) > HOOK_TOOLS:
+                del seen[next(iter(seen))]
 
     async def _derive(self, job: DV.Job) -> None:
         """Derive one acknowledged event (the deriver task; see derive.py)."""
@@ -483,8 +489,7 @@ class Service:
         st.cursor, delta = T.feed(st.cursor, data, max_line=MAX_TRANSCRIPT_READ)
         seen = self.hook_tools.get(st.session)
         if seen:
-            known = set(seen)
-            delta.elements = [msgspec.structs.replace(e, text="") if e.uid in known else e for e in delta.elements]
+            delta.elements = [msgspec.structs.replace(e, text="") if e.uid in seen else e for e in delta.elements]
         if self.cfg.redact:
             delta = _redact_delta(delta)
         if delta.model:
