@@ -193,7 +193,7 @@ def throughput(d: Daemon, base: Path, proj: Path, n_clients: int, per_client: in
             backlog_after = st.get("derive_pending", 0)
         if not st.get("derive_pending", 0) and not st.get("index_pending", 0):
             break
-        time.sleep(0.05)
+        time.sleep(0.2)  # a status line polls about this often; maintenance runs in the pauses
     catch_up = time.perf_counter() - t1
     cpu_all = d.cpu_s() - cpu0
     with sqlite3.connect(d.db) as conn:
@@ -218,7 +218,7 @@ def quiet(d: Daemon, settle_s: float = 0.5) -> float:
         st = call(d.socket, "status", {"limit": 1})
         if not st.get("derive_pending", 0) and not st.get("index_pending", 0):
             break
-        time.sleep(0.05)
+        time.sleep(0.2)
     time.sleep(settle_s)
     return time.perf_counter() - t0
 

@@ -288,3 +288,26 @@ def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(t
         assert w.run_sync(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 2
     finally:
         w.close()
+
+
+def test_idle_work_due_too_long_runs_even_if_the_daemon_never_goes_quiet(tmp_path: Path) -> None:
+    """Reads every few ms (a status poller) keep the daemon from going quiet and queue no writer job:
+    idle work due for IDLE_MAX_LAG_S still runs, not interruptibly."""
+    w = Writer(str(tmp_path / "x.db"))
+    w.idle = None
+    w.idle_allowed = lambda: False  # never quiet
+    w.IDLE_MAX_LAG_S = 0.05
+    ran = threading.Event()
+
+    def idle(conn: sqlite3.Connection) -> bool:
+        if not w._in_idle:  # (a quiet-time step decided before the test began may run first)
+            ran.set()
+        return False
+
+    try:
+        w.idle = idle
+        w.run_sync(lambda c: None)  # the job makes idle work due; no job follows
+        assert ran.wait(30)
+    finally:
+        w.idle = None
+        w.close()

@@ -451,6 +451,7 @@ class Service:
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure"):
             if deferred:  # the hint went with the acknowledgement
+                await pause()
                 await lessons_svc.advance(self, st, lesson if lesson is not None else
                                           LS.classify_event(payload, event_id=stored, ts=now), now)
             else:

@@ -152,7 +152,7 @@ class Writer:
     """The single writer. ``await writer.run(fn)`` runs ``fn(conn)`` inside a committed transaction."""
 
     IDLE_MAX_LAG_S = 0.5  # under sustained load, idle work still runs at least this often
-    IDLE_POLL_S = 0.05  # how often a busy daemon is asked whether idle work may run (besides ``nudge``)
+    IDLE_POLL_S = 0.02  # how often a busy daemon is asked whether idle work may run (besides ``nudge``)
     LOW_GROUP = 4  # low-priority jobs per transaction
     MAX_PREEMPTS = 2  # an idle step interrupted this often in a row is not interruptible (progress)
 
@@ -331,10 +331,16 @@ class Writer:
             if not high and not low:
                 if stopping:
                     return
-                if idle_due and self.idle_allowed():
-                    with self._busy:  # a step interrupted twice in a row runs through the third time
-                        more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
-                    idle_due, last_idle = more, time.monotonic()
+                if idle_due:
+                    # Due for IDLE_MAX_LAG_S (requests or reads keep the daemon from going quiet):
+                    # one step now, not interruptible. Else only when quiet; a step interrupted
+                    # MAX_PREEMPTS times in a row runs through the next time.
+                    lagging = time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S
+                    if lagging or self.idle_allowed():
+                        with self._busy:
+                            more = self._run_idle(
+                                preemptible=not lagging and self._preempt_streak < self.MAX_PREEMPTS)
+                        idle_due, last_idle = more, time.monotonic()
                 continue
             # Acknowledgements first; low-priority jobs in small groups so they never hold one up long.
             src, cap = (high, self.max_group) if high else (low, self.LOW_GROUP)
@@ -347,7 +353,8 @@ class Writer:
                 for _fn, done in batch:
                     done((False, exc))  # no-op for the jobs already answered
             if self.idle is not None:
-                idle_due = True  # the batch may have queued work
+                if not idle_due:  # the batch may have queued work: due from now on
+                    idle_due, last_idle = True, time.monotonic()
                 if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S:  # never starved by load
                     with self._busy:
                         more = self._run_idle()
