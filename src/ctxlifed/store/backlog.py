@@ -45,24 +45,29 @@ def index_some(conn: sqlite3.Connection, *, max_rows: int = 32, budget_s: float 
     return conn.execute("SELECT 1 FROM tri_pending LIMIT 1").fetchone() is not None
 
 
-MERGE_PAGES = 2  # FTS5 merge work per idle step (~1 ms: a request arriving meanwhile waits for one step)
+MERGE_PAGES = 2  # FTS5 merge work per statement; a step merges until its time budget is spent
 _MERGED = ("archive_tri", "archive_fts")
 
 
 def idle_step(conn: sqlite3.Connection, *, budget_s: float = 0.001) -> bool:
-    """The writer's idle work: index pending rows; when none is left, merge index segments a few pages
-    at a time (migration 0009 turns FTS5's automerge off: a merge inside an insert took 10-70 ms,
-    paid by whichever request waited for the writer then). True while work remains."""
-    if index_some(conn, budget_s=budget_s):
-        return True
-    more = False
+    """The writer's idle work: index pending rows, then merge index segments a few pages at a time
+    (migration 0009 turns FTS5's automerge off: a merge inside an insert took 10-70 ms, paid by
+    whichever request waited for the writer then). Merging goes on while rows are still pending, so
+    a backlog indexed over a long busy stretch never piles up segments into a crisis merge (one long
+    step). True while work remains."""
+    more = index_some(conn, budget_s=budget_s)
+    deadline = time.perf_counter() + budget_s
     for table in _MERGED:
-        before = conn.total_changes
-        try:
-            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {MERGE_PAGES})")
-        except sqlite3.OperationalError:  # no such table (no trigram support)
-            continue
-        more = more or conn.total_changes - before > 1  # FTS5: no change means no merge work left
+        while True:
+            before = conn.total_changes
+            try:
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {MERGE_PAGES})")
+            except sqlite3.OperationalError:  # no such table (no trigram support)
+                break
+            if conn.total_changes - before <= 1:  # FTS5: no change means no merge work left
+                break
+            if time.perf_counter() >= deadline:
+                return True
     return more
 
 

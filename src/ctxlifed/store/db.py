@@ -332,14 +332,12 @@ class Writer:
                 if stopping:
                     return
                 if idle_due:
-                    # Due for IDLE_MAX_LAG_S (requests or reads keep the daemon from going quiet):
-                    # one step now, not interruptible. Else only when quiet; a step interrupted
-                    # MAX_PREEMPTS times in a row runs through the next time.
-                    lagging = time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S
-                    if lagging or self.idle_allowed():
+                    # When quiet, or due for IDLE_MAX_LAG_S (requests or reads keep the daemon from
+                    # going quiet): one step now. Interruptible, unless interrupted MAX_PREEMPTS
+                    # times in a row: that one runs through (progress).
+                    if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S or self.idle_allowed():
                         with self._busy:
-                            more = self._run_idle(
-                                preemptible=not lagging and self._preempt_streak < self.MAX_PREEMPTS)
+                            more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
                         idle_due, last_idle = more, time.monotonic()
                 continue
             # Acknowledgements first; low-priority jobs in small groups so they never hold one up long.
@@ -357,7 +355,7 @@ class Writer:
                     idle_due, last_idle = True, time.monotonic()
                 if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S:  # never starved by load
                     with self._busy:
-                        more = self._run_idle()
+                        more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
                     idle_due, last_idle = more, time.monotonic()
 
     def _run_idle(self, *, preemptible: bool = False) -> bool:
