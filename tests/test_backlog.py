@@ -310,3 +310,43 @@ def test_idle_work_due_too_long_runs_even_if_the_daemon_never_goes_quiet(tmp_pat
     finally:
         w.idle = None
         w.close()
+
+
+def test_the_real_idle_step_drains_under_constant_interruption(tmp_path: Path) -> None:
+    """backlog.idle_step itself, interrupted every millisecond: no interrupt is mistaken for another
+    error (the backlog drains, the index stays consistent) and no idle step fails."""
+    w = Writer(str(tmp_path / "x.db"))
+    real = w.idle
+    w.idle = None
+    text = " ".join(f"line{i} def handler_{i}(request): return token_{i * 7919 % 1000} 鉴权" for i in range(400))
+    w.run_sync(lambda c: [ops.insert_archive(c, _row(f"{text} row{i}", i)) for i in range(40)])
+    drained, stop = threading.Event(), threading.Event()
+
+    def idle(conn: sqlite3.Connection) -> bool:
+        assert real is not None
+        more = real(conn)
+        if not more:
+            drained.set()
+        return more
+
+    def hammer() -> None:
+        while not stop.is_set():
+            w.preempt()
+            stop.wait(0.001)
+
+    t = threading.Thread(target=hammer)
+    try:
+        w.idle = idle
+        t.start()
+        w.run_sync(lambda c: None)
+        assert drained.wait(60)
+        stop.set()
+        t.join()
+        assert w.idle_failures == 0, w.last_idle_error
+        assert w.run_sync(backlog.pending) == 0
+        assert len(w.run_sync(lambda c: _tri_ids(c, "handler_39"))) == 40
+        w.run_sync(_check)
+    finally:
+        stop.set()
+        w.idle = None
+        w.close()

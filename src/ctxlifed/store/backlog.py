@@ -23,6 +23,10 @@ from __future__ import annotations
 import sqlite3
 import time
 
+def _no_table(exc: sqlite3.OperationalError) -> bool:
+    return "no such table" in str(exc)
+
+
 SCAN_PENDING = 20_000  # newest pending rows a substring search scans (the backlog is ~0 when idle)
 
 
@@ -33,8 +37,10 @@ def index_some(conn: sqlite3.Connection, *, max_rows: int = 32, budget_s: float 
     while done < max_rows:
         try:
             row = conn.execute("SELECT id FROM tri_pending ORDER BY id LIMIT 1").fetchone()
-        except sqlite3.OperationalError:  # no trigram index here (SQLite without it)
-            return False
+        except sqlite3.OperationalError as exc:  # no trigram index here (SQLite without it)
+            if _no_table(exc):
+                return False
+            raise  # an interrupt (the writer's ``preempt``) must end the step
         if row is None:
             return False
         conn.execute("INSERT INTO archive_tri(rowid, text) SELECT id, text FROM archive WHERE id = ?", row)
@@ -62,8 +68,10 @@ def idle_step(conn: sqlite3.Connection, *, budget_s: float = 0.001) -> bool:
             before = conn.total_changes
             try:
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {MERGE_PAGES})")
-            except sqlite3.OperationalError:  # no such table (no trigram support)
-                break
+            except sqlite3.OperationalError as exc:  # no such table (no trigram support)
+                if _no_table(exc):
+                    break
+                raise
             if conn.total_changes - before <= 1:  # FTS5: no change means no merge work left
                 break
             if time.perf_counter() >= deadline:

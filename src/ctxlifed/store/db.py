@@ -155,6 +155,7 @@ class Writer:
     IDLE_POLL_S = 0.02  # how often a busy daemon is asked whether idle work may run (besides ``nudge``)
     LOW_GROUP = 4  # low-priority jobs per transaction
     MAX_PREEMPTS = 2  # an idle step interrupted this often in a row is not interruptible (progress)
+    IDLE_RETRY_S = 1.0  # a failed idle step is retried after this long
 
     def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0) -> None:
         self.path = path
@@ -173,9 +174,13 @@ class Writer:
         self._preempt_streak = 0  # interrupted in a row, without a step completing in between
         self._idle_lock = threading.Lock()
         self._in_idle = False  # a preemptible idle step is running its statements (not its COMMIT)
+        self._interrupt_sent = False  # ``preempt`` interrupted the current idle step
         self._busy = threading.Lock()  # held while a transaction runs (writer thread, or ``run(inline=True)``)
         self.inline_runs = 0
         self._idle_due = False  # the writer thread has idle work to do (``nudge`` wakes it only then)
+        self.idle_failures = 0
+        self.last_idle_error = ""
+        self._idle_retry_at = 0.0  # after a failed idle step: not before this (monotonic)
         self._begin()
         try:
             self.applied = migrate(self.conn)
@@ -331,7 +336,7 @@ class Writer:
             if not high and not low:
                 if stopping:
                     return
-                if idle_due:
+                if idle_due and time.monotonic() >= self._idle_retry_at:
                     # When quiet, or due for IDLE_MAX_LAG_S (requests or reads keep the daemon from
                     # going quiet): one step now. Interruptible, unless interrupted MAX_PREEMPTS
                     # times in a row: that one runs through (progress).
@@ -353,19 +358,22 @@ class Writer:
             if self.idle is not None:
                 if not idle_due:  # the batch may have queued work: due from now on
                     idle_due, last_idle = True, time.monotonic()
-                if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S:  # never starved by load
+                now = time.monotonic()
+                if now - last_idle >= self.IDLE_MAX_LAG_S and now >= self._idle_retry_at:
                     with self._busy:
                         more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
                     idle_due, last_idle = more, time.monotonic()
 
     def _run_idle(self, *, preemptible: bool = False) -> bool:
         """One short transaction of idle work (``self.idle``, on ``idle_conn``); True if more remains.
-        A failure (disk full, I/O) leaves the work for later: it is retried after the next job.
+        A failure (I/O, a bug) leaves the work for later: it is retried after ``IDLE_RETRY_S``.
         ``preemptible`` (quiet time): ``preempt`` may interrupt the step's statements (never its
         COMMIT); the step then rolls back, and is redone after whatever interrupted it."""
-        if self.idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
+        idle = self.idle
+        if idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
             return False
         conn = self.idle_conn
+        self._interrupt_sent = False
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -373,7 +381,7 @@ class Writer:
         try:
             self._in_idle = preemptible
             try:
-                more = self.idle(conn)
+                more = idle(conn)
             finally:
                 with self._idle_lock:  # from here on no interrupt can be sent
                     self._in_idle = False
@@ -383,11 +391,17 @@ class Writer:
             return more
         except BaseException as exc:  # noqa: BLE001 - the writer thread must never die
             self._idle_rollback()
-            if preemptible and _interrupted(exc):
+            # An interrupt can surface as another error ("vtable constructor failed: ..."): what
+            # counts is that one was sent during this step.
+            if preemptible and (_interrupted(exc) or self._interrupt_sent):
                 self.preempted += 1
                 self._preempt_streak += 1
                 return True  # the work is still there
-            return False
+            # Anything else (I/O, a full disk, a bug): the work is still there too; retry later.
+            self.idle_failures += 1
+            self.last_idle_error = repr(exc)[:300]
+            self._idle_retry_at = time.monotonic() + self.IDLE_RETRY_S
+            return True
 
     def _open_idle(self) -> sqlite3.Connection:
         conn = connect(self.path)
@@ -430,6 +444,7 @@ class Writer:
             with self._idle_lock:
                 if self._in_idle:
                     self.idle_conn.interrupt()
+                    self._interrupt_sent = True
 
     def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> None:
         outside = [job for job in batch if isinstance(job[0], _Outside)]
@@ -568,7 +583,8 @@ class Writer:
 
         def job(conn: sqlite3.Connection) -> tuple[int, int, int]:
             if mode == "TRUNCATE":
-                while self._run_idle():
+                failures = self.idle_failures
+                while self._run_idle() and self.idle_failures == failures:
                     pass
             return self._checkpoint(mode)
 
