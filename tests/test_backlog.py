@@ -3,9 +3,10 @@ and the index stays consistent through deletes, updates, crashes and old databas
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,39 @@ def _check(conn: sqlite3.Connection) -> None:
 def _tri_ids(conn: sqlite3.Connection, term: str) -> list[int]:
     return sorted(r[0] for r in conn.execute("SELECT rowid FROM archive_tri WHERE archive_tri MATCH ?",
                                              (f'"{term}"',)))
+
+
+def _signalling(real: Callable[[sqlite3.Connection], bool] | None,
+                drained: threading.Event) -> Callable[[sqlite3.Connection], bool]:
+    """``real`` (the writer's idle work) that sets ``drained`` once nothing remains."""
+    assert real is not None
+
+    def idle(conn: sqlite3.Connection) -> bool:
+        more = real(conn)
+        if not more:
+            drained.set()
+        return more
+
+    return idle
+
+
+@contextlib.contextmanager
+def _preempted_every_ms(w: Writer) -> Iterator[None]:
+    """``preempt`` from another thread every millisecond, as a stream of requests would."""
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            w.preempt()
+            stop.wait(0.001)
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
 
 
 @pytest.fixture
@@ -86,16 +120,7 @@ def test_writer_drains_the_backlog_when_idle_and_after_a_restart(tmp_path: Path)
     w.close()  # as after a crash: the backlog is on disk
     drained = threading.Event()
     w = Writer(db)
-    real = w.idle
-    assert real is not None
-
-    def idle(conn: sqlite3.Connection) -> bool:
-        more = real(conn)
-        if not more:
-            drained.set()
-        return more
-
-    w.idle = idle
+    w.idle = _signalling(w.idle, drained)
     try:
         w.run_sync(lambda c: None)  # any job: the idle work runs once the queue is empty
         assert drained.wait(30)
@@ -180,13 +205,13 @@ _SLOW_STEP = ("WITH RECURSIVE r(i) AS (SELECT mark() UNION ALL SELECT i + 1 FROM
 def _slow_writer(tmp_path: Path) -> Writer:
     w = Writer(str(tmp_path / "x.db"))
     w.idle = None
-    w.IDLE_MAX_LAG_S = 1e9  # only quiet-time (interruptible) idle steps
+    w.IDLE_MAX_LAG_S = 1e9  # idle steps only when quiet
     w.run_sync(lambda c: c.execute("CREATE TABLE slow(n INTEGER)"))
     return w
 
 
 def test_a_job_interrupts_quiet_time_idle_work_which_is_redone(tmp_path: Path) -> None:
-    """A job arriving during a quiet-time idle step interrupts it (the step rolls back, on its own
+    """A job arriving during an idle step interrupts it (the step rolls back, on its own
     connection) instead of waiting for it; the job commits, nothing is left half-done, and the idle
     work completes afterwards."""
     w = _slow_writer(tmp_path)
@@ -225,7 +250,7 @@ def test_idle_work_interrupted_over_and_over_still_completes(tmp_path: Path) -> 
     """Requests every few milliseconds (``preempt`` from the server) cannot starve a long idle step:
     after MAX_PREEMPTS interrupts in a row the next attempt runs through."""
     w = _slow_writer(tmp_path)
-    finished, stop = threading.Event(), threading.Event()
+    finished = threading.Event()
 
     def idle(conn: sqlite3.Connection) -> bool:
         if finished.is_set():
@@ -235,22 +260,14 @@ def test_idle_work_interrupted_over_and_over_still_completes(tmp_path: Path) -> 
         finished.set()
         return False
 
-    def hammer() -> None:
-        while not stop.is_set():
-            w.preempt()
-            stop.wait(0.001)
-
-    t = threading.Thread(target=hammer)
     try:
         w.idle = idle
-        t.start()
-        w.run_sync(lambda c: None)
-        assert finished.wait(60)
+        with _preempted_every_ms(w):
+            w.run_sync(lambda c: None)
+            assert finished.wait(60)
         assert w.preempted >= 1
         assert w.run_sync(lambda c: c.execute("SELECT count(*) FROM slow").fetchone()[0]) == 1
     finally:
-        stop.set()
-        t.join()
         w.idle = None
         w.close()
 
@@ -320,33 +337,16 @@ def test_the_real_idle_step_drains_under_constant_interruption(tmp_path: Path) -
     w.idle = None
     text = " ".join(f"line{i} def handler_{i}(request): return token_{i * 7919 % 1000} 鉴权" for i in range(400))
     w.run_sync(lambda c: [ops.insert_archive(c, _row(f"{text} row{i}", i)) for i in range(40)])
-    drained, stop = threading.Event(), threading.Event()
-
-    def idle(conn: sqlite3.Connection) -> bool:
-        assert real is not None
-        more = real(conn)
-        if not more:
-            drained.set()
-        return more
-
-    def hammer() -> None:
-        while not stop.is_set():
-            w.preempt()
-            stop.wait(0.001)
-
-    t = threading.Thread(target=hammer)
+    drained = threading.Event()
     try:
-        w.idle = idle
-        t.start()
-        w.run_sync(lambda c: None)
-        assert drained.wait(60)
-        stop.set()
-        t.join()
+        w.idle = _signalling(real, drained)
+        with _preempted_every_ms(w):
+            w.run_sync(lambda c: None)
+            assert drained.wait(60)
         assert w.idle_failures == 0, w.last_idle_error
         assert w.run_sync(backlog.pending) == 0
         assert len(w.run_sync(lambda c: _tri_ids(c, "handler_39"))) == 40
         w.run_sync(_check)
     finally:
-        stop.set()
         w.idle = None
         w.close()

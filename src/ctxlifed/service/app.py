@@ -86,7 +86,7 @@ class Service:
         self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
-        self.alone: Callable[[], bool] = lambda: True  # no other request in progress (the server says)
+        self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+
 def _no_table(exc: sqlite3.OperationalError) -> bool:
     return "no such table" in str(exc)
 

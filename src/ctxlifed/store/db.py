@@ -23,7 +23,7 @@ Rules:
   the reply path but always drains. It uses a second connection (``idle_conn``), only ever from the
   writer thread and never inside a job's transaction, so there is still one writer at a time; that
   connection alone is interrupted (``preempt``, ``sqlite3_interrupt``) when a job or a request
-  arrives during a quiet-time step: the step rolls back and is redone later, and nobody waits for it.
+  arrives during a step: the step rolls back and is redone later, and nobody waits for it.
   A step interrupted ``MAX_PREEMPTS`` times in a row is not interruptible the next time, so a stream
   of requests can delay idle work but never starve it.
 - One lock (``_busy``) is held around every transaction. An acknowledgement (``run(inline=True)``)
@@ -161,6 +161,7 @@ class Writer:
         self.path = path
         self.min_free_bytes = min_free_bytes
         self.max_bytes = 0
+        self._max_pages = _DEFAULT_MAX_PAGES  # ``max_bytes`` in pages, for every write connection
         self.max_group = max_group
         self.conn = connect(path)
         self.idle_conn = self._open_idle()  # idle work only (see the rules): interruptible on its own
@@ -170,7 +171,7 @@ class Writer:
         self.jobs = 0
         self.trigram = has_trigram(self.conn)
         self.idle_runs = 0
-        self.preempted = 0  # quiet-time idle steps interrupted by a job or a request (``preempt``)
+        self.preempted = 0  # idle steps interrupted by a job or a request (``preempt``)
         self._preempt_streak = 0  # interrupted in a row, without a step completing in between
         self._idle_lock = threading.Lock()
         self._in_idle = False  # a preemptible idle step is running its statements (not its COMMIT)
@@ -210,9 +211,9 @@ class Writer:
     def _apply_max_bytes(self, max_bytes: int) -> None:
         """Cap the database at ``max_bytes`` (0 = SQLite's default); never below its current size."""
         page = self.conn.execute("PRAGMA page_size").fetchone()[0]
-        pages = -(-max_bytes // page) if max_bytes > 0 else _DEFAULT_MAX_PAGES
+        self._max_pages = int(-(-max_bytes // page) if max_bytes > 0 else _DEFAULT_MAX_PAGES)
         for conn in (self.conn, self.idle_conn):
-            conn.execute(f"PRAGMA max_page_count={int(pages)}")
+            conn.execute(f"PRAGMA max_page_count={self._max_pages}")
         self.max_bytes = max(0, max_bytes)
 
     async def set_limits(self, *, min_free_bytes: int | None = None, max_bytes: int | None = None) -> None:
@@ -341,9 +342,7 @@ class Writer:
                     # going quiet): one step now. Interruptible, unless interrupted MAX_PREEMPTS
                     # times in a row: that one runs through (progress).
                     if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S or self.idle_allowed():
-                        with self._busy:
-                            more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
-                        idle_due, last_idle = more, time.monotonic()
+                        idle_due, last_idle = self._idle_step(), time.monotonic()
                 continue
             # Acknowledgements first; low-priority jobs in small groups so they never hold one up long.
             src, cap = (high, self.max_group) if high else (low, self.LOW_GROUP)
@@ -360,14 +359,17 @@ class Writer:
                     idle_due, last_idle = True, time.monotonic()
                 now = time.monotonic()
                 if now - last_idle >= self.IDLE_MAX_LAG_S and now >= self._idle_retry_at:
-                    with self._busy:
-                        more = self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
-                    idle_due, last_idle = more, time.monotonic()
+                    idle_due, last_idle = self._idle_step(), time.monotonic()
+
+    def _idle_step(self) -> bool:
+        """One idle step from the loop: interruptible unless interrupted MAX_PREEMPTS times in a row."""
+        with self._busy:
+            return self._run_idle(preemptible=self._preempt_streak < self.MAX_PREEMPTS)
 
     def _run_idle(self, *, preemptible: bool = False) -> bool:
         """One short transaction of idle work (``self.idle``, on ``idle_conn``); True if more remains.
         A failure (I/O, a bug) leaves the work for later: it is retried after ``IDLE_RETRY_S``.
-        ``preemptible`` (quiet time): ``preempt`` may interrupt the step's statements (never its
+        ``preemptible``: ``preempt`` may interrupt the step's statements (never its
         COMMIT); the step then rolls back, and is redone after whatever interrupted it."""
         idle = self.idle
         if idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
@@ -412,9 +414,7 @@ class Writer:
         conn.execute("SELECT 1").fetchall()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("ROLLBACK")
-        if getattr(self, "max_bytes", 0):
-            page = conn.execute("PRAGMA page_size").fetchone()[0]
-            conn.execute(f"PRAGMA max_page_count={int(-(-self.max_bytes // page))}")
+        conn.execute(f"PRAGMA max_page_count={self._max_pages}")
         return conn
 
     def _idle_rollback(self) -> None:
@@ -438,7 +438,7 @@ class Writer:
                 self.idle_conn = self._open_idle()
 
     def preempt(self) -> None:
-        """A job or a request needs the writer: interrupt the quiet-time idle step in progress, if
+        """A job or a request needs the writer: interrupt the idle step in progress, if
         any (from any thread; costs nothing when there is none)."""
         if self._in_idle:
             with self._idle_lock:
