@@ -215,12 +215,12 @@ def test_a_job_interrupts_quiet_time_idle_work_which_is_redone(tmp_path: Path) -
     connection) instead of waiting for it; the job commits, nothing is left half-done, and the idle
     work completes afterwards."""
     w = _slow_writer(tmp_path)
-    started, finished = threading.Event(), threading.Event()
+    armed, started, finished = threading.Event(), threading.Event(), threading.Event()
     runs = 0
 
     def idle(conn: sqlite3.Connection) -> bool:
         nonlocal runs
-        if finished.is_set():
+        if finished.is_set() or not armed.is_set():  # (a step begun before the test's first job: no work)
             return False
         runs += 1
         conn.create_function("mark", 0, lambda: (started.set(), 1)[1])
@@ -230,7 +230,7 @@ def test_a_job_interrupts_quiet_time_idle_work_which_is_redone(tmp_path: Path) -
 
     try:
         w.idle = idle
-        w.run_sync(lambda c: None)  # after a job, the idle work is due
+        w.run_sync(lambda c: armed.set())  # after a job, the idle work is due
         assert started.wait(30)
         assert w.run_sync(lambda c: c.execute("INSERT INTO slow(n) VALUES (-1)").lastrowid) is not None
         assert w.preempted == 1

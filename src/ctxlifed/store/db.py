@@ -409,11 +409,13 @@ class Writer:
         conn = connect(self.path)
         conn.execute("PRAGMA wal_autocheckpoint=0")
         # SQLite < 3.42 checks a pending interrupt when it *prepares* a statement, and clears it only
-        # when one starts to run: prepare what the idle step's rollback needs now, while no interrupt
+        # when one starts to run: prepare the statements that frame a step now, while no interrupt
         # can be pending (the statement cache keeps them; this connection runs a handful of statements).
+        # An interrupt sent after a step's last statement then never fails its COMMIT or ROLLBACK.
         conn.execute("SELECT 1").fetchall()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
+        for end in ("ROLLBACK", "COMMIT"):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(end)
         conn.execute(f"PRAGMA max_page_count={self._max_pages}")
         return conn
 
