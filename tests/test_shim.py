@@ -108,6 +108,22 @@ def test_no_daemon_spools_and_spawns(short_tmp: Path) -> None:
     assert marker.exists()
 
 
+def test_a_shim_run_through_a_link_still_redacts_its_spool(short_tmp: Path) -> None:
+    """``clients/ctxlifed_hook.py`` is a link to the package's shim: run through it (or any link), the
+    shim still finds the redactor next to its real file, and the spool holds no secret."""
+    link = short_tmp / "clients" / "ctxlifed_hook.py"
+    link.parent.mkdir()
+    link.symlink_to(SHIM)
+    env = shim_env(short_tmp)
+    payload = dict(PAYLOAD, prompt="connect with password=hunter2secret99 please")
+    r = subprocess.run([sys.executable, "-I", "-S", str(link)], input=json.dumps(payload).encode(), env=env,
+                       capture_output=True, timeout=30)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    spooled = (Path(env["CTXLIFED_DATA_DIR"]) / "spool.jsonl").read_bytes()
+    assert b"hunter2secret99" not in spooled
+    assert b"[REDACTED:password]" in spooled
+
+
 def test_sigstopped_daemon(daemon: Any) -> None:
     """A SIGSTOPped daemon: the shim still returns 0 quietly within the deadline, and spools the event."""
     env = dict(daemon.env, CTXLIFED_HOOK_DEADLINE="0.4")

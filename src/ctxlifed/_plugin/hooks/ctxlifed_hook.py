@@ -92,7 +92,7 @@ def _redacted(payload):
         import importlib.util
         import json
 
-        here = os.path.dirname(os.path.abspath(__file__))
+        here = os.path.dirname(os.path.realpath(__file__))  # through a link (clients/) to the package
         for rel in (("..", "core", "redact.py"), ("..", "..", "core", "redact.py")):
             path = os.path.normpath(os.path.join(here, *rel))
             if not os.path.isfile(path):
