@@ -155,7 +155,7 @@ class Daemon:
             return await svc.dispatch(method, params, rid)
 
         self.server = server = Server(dispatch, limits, translate=translate)
-        listeners = [await anyio.abc.SocketListener.from_socket(s) for s in socks]
+        listeners = socks  # raw, non-blocking: the server accepts on them (server/listener.py)
         try:
             async with anyio.create_task_group() as tg:
                 # Derivation yields to replies in progress.
@@ -219,11 +219,13 @@ class Daemon:
         drained = 0
         if server is not None:
             server.begin_stop()
-            for lst in listeners:  # connections already queued were sent before we stopped: answer them
-                drained += await server.drain_backlog(lst, tg)
+            # The accept loops take the connections already queued (sent before we stopped: they
+            # are answered), then return; only then are the listening sockets closed.
+            await server.wait_accept_stopped(GRACE_S)
+            drained = server.drained
         for lst in listeners:
             try:
-                await lst.aclose()
+                lst.close()
             except Exception:  # noqa: BLE001
                 pass
         idle = True
