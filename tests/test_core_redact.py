@@ -368,3 +368,41 @@ def test_real_claude_code_fixtures_have_no_false_positive() -> None:
         if n:
             hits[str(path.relative_to(SHARED_FIXTURES))] = n
     assert {} == hits
+
+
+# -- the long-text path (> 1 KB): per-keyword assignment patterns, vendor patterns searched directly --
+
+_ASSIGN_PARTS = [
+    "password", "passwd", "passphrase", "PASSED", "passed", "pwd", "secret", "token", "credential",
+    "credentials", "authorization", "key", "api_key", "db_pass", "= ", "=", ": ", ":", " :", ":=", "=>",
+    "==", '"', "'", '\\"', "r'", "b\"", "hunter2Secret9", "s3cr3t-VALUE-42", "getpass()", "os.environ['X']",
+    "x.y.z", " ", "\t", "\n", "[", "]", "(", ")", "None", ": str = ", ": Optional[str] | None = ", "tokenkey=",
+    "password=\"token: abc12345\"", "key: password = 'Zz9zZz9z'", "ab", "tests/test_x.py::test_case PASSED",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_ASSIGN_PARTS), min_size=150, max_size=600))
+def test_assignment_matches_on_long_text_are_those_of_the_single_pattern(parts: list[str]) -> None:
+    """On a long text the per-keyword patterns, merged, find exactly the matches (spans and groups)
+    of the single alternation pattern scanned left to right, overlaps included."""
+    from ctxlifed.core import redact as R
+
+    low = R._lower("".join(parts) + " " * 1100)
+    assert len(low) > R._SHORT
+    want = [(m.span(), m.groupdict(), m.span(1)) for m in R._ASSIGN.finditer(low)]
+    got = [(m.span(), m.groupdict(), m.span(1)) for m in R._assign_matches(low)]
+    assert want == got
+
+
+def test_long_texts_redact_like_their_short_lines() -> None:
+    """A planted secret is removed the same way in a long tool output (the long-text path) as on
+    its own line (the short path): every planted line, padded into a ~10 KB test log."""
+    pad = "\n".join(f"tests/test_store_{i}.py::test_case_{i} PASSED [{i % 100:3d}%]" for i in range(200))
+    for text, secrets in planted_texts():
+        if len(text) > 1000 or "\n" in text or "private" in text.lower():
+            continue  # multi-line families (PEM, <private>, .netrc) span lines by design
+        short, n_short = redact(text)
+        long, n_long = redact(pad + "\n" + text + "\n" + pad)
+        assert (short, n_short) == (long.split("\n")[200], n_long), text[:80]
+        assert not [s for s in secrets if s in long]

@@ -37,9 +37,13 @@ Rules:
   Only the value is replaced; the name, separator and quotes are kept.
 - Idempotent: a replacement never matches any family, and values holding ``[REDACTED:`` or
   ``[PRIVATE]`` are left alone, so ``redact(redact(x)[0]) == redact(x)``.
-- Fast: regexes are precompiled and start with a literal (boundary checks come after it); each family
-  runs only when one of its trigger substrings is present; the case-insensitive families run on a
-  lower-cased copy (same length) rather than with ``re.IGNORECASE``. 10 MB take well under a second.
+- Fast: regexes are precompiled and start with a literal (boundary checks come after it), which the
+  regex engine scans for as fast as ``str.find``; a vendor pattern is searched directly, a family
+  that does not start with a literal runs only when one of its trigger substrings is present; the
+  assignment family of a long text runs one pattern per keyword (a literal start) instead of one
+  alternation tried at every letter; the case-insensitive families run on a lower-cased copy
+  (same length) rather than with ``re.IGNORECASE``. A 10 KB test log takes ~0.14 ms; 10 MB well
+  under a second.
 - ``redact_obj`` walks dicts/lists/tuples: keys are kept; a non-empty string under a secret-named key
   is replaced wholesale (unless it is a reference/placeholder); every other string goes through
   ``redact``.
@@ -108,6 +112,14 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     ("jwt", _prefixed("eyJ", f"[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}"), ("eyJ",)),
 ]
 
+# How each family is looked for. A pattern that starts with a literal (``_prefixed`` and the like) is
+# searched directly: the regex engine's literal-prefix scan is as fast as ``in`` and covers all of
+# the family's triggers in one pass (github has five). A pattern that starts with a look-behind or
+# a character class (the Slack webhook path, Stripe's sk_/rk_) has no such scan: its triggers go first.
+_VENDOR_PROBES: list[tuple[str, re.Pattern[str], tuple[str, ...], bool]] = [
+    (typ, pat, triggers, pat.pattern[:1].isalnum()) for typ, pat, triggers in _VENDOR
+]
+
 # ---- PEM private keys: BEGIN line, body (base64, headers, escaped newlines), optional END line -----
 _PEM = re.compile(
     r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
@@ -144,10 +156,10 @@ _BEARER = re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+([a-z0-9\-._~+/]{16,}=*)(
 
 # ---- secret-named assignments (lower-cased copy) -------------------------------------------------
 _END = r"(?:[\s\"'`,;()\[\]{}<>\\]|\Z)"  # what ends a bare value
-_KW = r"(pass(?:w(?:or)?d|phrase|code)?|pwd|secret|token|credentials?|authorization|key)"
-_ASSIGN = re.compile(
-    _KW
-    + _Q
+_KWS = (r"pass(?:w(?:or)?d|phrase|code)?", "pwd", "secret", "token", "credentials?", "authorization", "key")
+_KW = "(" + "|".join(_KWS) + ")"
+_ASSIGN_REST = (
+    _Q
     + r"(?:"
     r"[ \t]*:[ \t]*[a-z_][\w.]{0,40}(?:\[[^\]\n]{0,60}\])?(?:[ \t]*\|[ \t]*none)?[ \t]*=(?!=)"  # annotated
     r"|[ \t]*(?:=>|:=|[:=](?!=))"
@@ -163,6 +175,11 @@ _ASSIGN = re.compile(
     r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{8,}+)(?![(\[])"
     r")"
 )
+_ASSIGN = re.compile(_KW + _ASSIGN_REST)
+# The same, one pattern per keyword: each starts with its keyword, a literal the regex engine scans
+# for fast. ``_ASSIGN`` starts with an alternation, tried at every p/s/t/c/a/k of the text (and
+# "pass" is in every "PASSED" of a test run): ~10 ns a byte. ``_assign_matches`` merges them.
+_ASSIGN_BY_KW = [re.compile(f"({kw})" + _ASSIGN_REST) for kw in _KWS]
 _XML = re.compile(
     r"<([a-z0-9_.:\-]{0,60}?(?:passw(?:or)?d|passphrase|secret|token|api[_\-]?key|credentials?))>"
     r"([^<\n]{1,512})</\1>"
@@ -421,8 +438,8 @@ def _redact_once(text: str) -> tuple[str, int]:
             count += n
 
     # 3. vendor tokens
-    for typ, pat, triggers in _VENDOR:
-        if any(t in text for t in triggers):
+    for typ, pat, triggers, probe in _VENDOR_PROBES:
+        if (pat.search(text) is not None) if probe else any(t in text for t in triggers):
             text, n = pat.subn(f"[REDACTED:{typ}]", text)
             count += n
 
@@ -450,7 +467,7 @@ def _redact_once(text: str) -> tuple[str, int]:
             val = text[m.start(1) : m.end(1)]
             if any("0" <= c <= "9" for c in val) and _classes(val) >= 2 and not _DOTTED.match(val):
                 spans3.append((m.start(1), m.end(1), "[REDACTED:bearer]"))
-    if any(t in low for t in _ASSIGN_TRIGGERS):
+    if len(low) > _SHORT or any(t in low for t in _ASSIGN_TRIGGERS):  # long: each keyword's search is its check
         spans3 += _assignment_spans(text, low)
     if spans3:
         spans3.sort()
@@ -461,7 +478,7 @@ def _redact_once(text: str) -> tuple[str, int]:
 
 def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
-    for m in _ASSIGN.finditer(low):
+    for m in _assign_matches(low):
         kw_start = m.start(1)
         stop = max(0, kw_start - 80)
         nn = _NON_NAME.search(text[stop:kw_start][::-1])  # nearest non-name character before the kw
@@ -502,6 +519,37 @@ def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
             if not _is_reference(text[m.start(1) : m.end(1)]):
                 out.append((m.start(1), m.end(1), "[REDACTED:password]"))
     return out
+
+
+def _assign_matches(low: str) -> Any:
+    """Exactly ``_ASSIGN.finditer(low)``, faster on a long text: the next match of each keyword's
+    own pattern, earliest first, each searched again from the end of the last match taken when it
+    began before it (so overlaps resolve as a single left-to-right scan would). At one position
+    at most one keyword can start (they differ in their first two letters), so the match there
+    is the one the alternation finds."""
+    if len(low) <= _SHORT:
+        yield from _ASSIGN.finditer(low)
+        return
+    heads: list[tuple[int, int, re.Match[str]]] = []
+    for i, pat in enumerate(_ASSIGN_BY_KW):
+        m = pat.search(low)
+        if m is not None:
+            heads.append((m.start(), i, m))
+    pos = 0
+    while heads:
+        heads.sort()
+        _start, _i, m = heads[0]
+        yield m
+        pos = m.end()
+        nxt: list[tuple[int, int, re.Match[str]]] = []
+        for start, i, mm in heads:
+            if start < pos:
+                found = _ASSIGN_BY_KW[i].search(low, pos)
+                if found is None:
+                    continue
+                start, mm = found.start(), found
+            nxt.append((start, i, mm))
+        heads = nxt
 
 
 def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
