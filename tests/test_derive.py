@@ -202,3 +202,31 @@ def test_status_line_shows_what_is_still_behind() -> None:
     assert "behind" not in render_status(base, 0.0)
     text = render_status(dict(base, derive_pending=12, index_pending=3), 0.0)
     assert "12 events to derive" in text and "3 rows to index" in text
+
+
+async def test_the_session_in_use_stays_in_memory_while_new_sessions_come(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the cap, the least recently used idle session is dropped, not the one whose phase began
+    first: the long session in progress keeps answering from memory (acknowledged, derived behind)
+    while a new session starts between each of its events; a dropped session reloads from the store."""
+    from ctxlifed.service import app as APP
+
+    monkeypatch.setattr(APP, "MAX_SESSIONS_IN_MEMORY", 4)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # SID: the oldest phase
+        others = [f"5e5e5e5e-1111-4222-8333-{i:012d}" for i in range(8)]
+        for i, other in enumerate(others):
+            await rig.svc.hook({**rig.payload("SessionStart", source="startup"), "session_id": other})
+            assert len(rig.svc.sessions) <= 4
+            assert SID in rig.svc.sessions  # still in memory: this event is only acknowledged
+            await rig.tool(i, f"output QUOLL{i}")
+            assert list(rig.svc.sessions)[-1] == SID  # most recently used
+        assert others[0] not in rig.svc.sessions  # the least recently used went first
+        # a dropped session comes back from the store with its state
+        await rig.svc.hook({**rig.payload("UserPromptSubmit", prompt="again"), "session_id": others[0]})
+        assert others[0] in rig.svc.sessions
+        res = await rig.svc.dispatch("recall", b'{"query": "QUOLL7", "all_projects": true}')
+        assert res.total == 1
+        st = await rig.svc.dispatch("status", b"{}")
+        assert st.derive_pending == 0
+        tg.cancel_scope.cancel()

@@ -82,7 +82,9 @@ class Service:
         self.readers = readers
         self.clock = clock
         self.started = started if started is not None else time.monotonic()
-        self.sessions: dict[str, SessionState] = {}
+        # Sessions in memory, least recently used first (``_touch``); at MAX_SESSIONS_IN_MEMORY the
+        # least recently used idle one is dropped (its state is in the store: reloaded when it returns).
+        self.sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
         self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
@@ -173,7 +175,7 @@ class Service:
 
     # -- sessions ------------------------------------------------------------------------------
     async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
-        st = self.sessions.get(sid)
+        st = self._touch(sid)
         if st is None:
             rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
             st = load(rows[0]["state"]) if rows else None
@@ -186,18 +188,32 @@ class Service:
                 if prev is not None:
                     st.phase = PH.PhaseState(phase=prev.phase.phase, since=now)
             if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:
-                idle = [k for k in self.sessions if not self.backlog.pending(k) and not self._lock(k).locked()
-                        and not self._ack_lock(k).locked()]
-                if idle:
-                    oldest = min(idle, key=lambda k: self.sessions[k].phase.since)
-                    self.sessions.pop(oldest, None)
-                    self.locks.pop(oldest, None)
-                    self.ack_locks.pop(oldest, None)
-                    self.hook_tools.pop(oldest, None)
+                self._evict_one()
             self.sessions[sid] = st
         if cwd:
             st.cwd = cwd
         return st
+
+    def _touch(self, sid: str) -> SessionState | None:
+        """The session in memory (None if it is not), marked most recently used."""
+        st = self.sessions.get(sid)
+        if st is not None:
+            self.sessions.move_to_end(sid)
+        return st
+
+    def _evict_one(self) -> None:
+        """Drop the least recently used session that nothing is using (no job pending, no lock
+        held). Not the one whose phase began first: that is the long session in progress, which
+        would then be reloaded, and evicted again, at every new session."""
+        for k in self.sessions:  # least recently used first
+            lk, ack = self.locks.get(k), self.ack_locks.get(k)
+            if self.backlog.pending(k) or (lk is not None and lk.locked()) or (ack is not None and ack.locked()):
+                continue
+            del self.sessions[k]
+            self.locks.pop(k, None)
+            self.ack_locks.pop(k, None)
+            self.hook_tools.pop(k, None)
+            return
 
     def _lock(self, sid: str) -> anyio.Lock:
         lk = self.locks.get(sid)
@@ -234,7 +250,7 @@ class Service:
             await self.writer.run(partial(_store_event_only, row))
             return M.HookResult()
         async with self._ack_lock(sid):
-            st = self.sessions.get(sid)
+            st = self._touch(sid)
             if st is not None and event in DV.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(payload, event, st, project, cwd, now, row)
