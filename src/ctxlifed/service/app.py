@@ -215,16 +215,19 @@ class Service:
             self.hook_tools.pop(k, None)
             return
 
+    # Per-session locks are taken on every hook: ``fast_acquire`` takes a free one without a
+    # checkpoint (anyio's default yields to the event loop first, one more loop turn per hook).
+    # Fairness does not suffer: every holder awaits I/O before it takes the lock again.
     def _lock(self, sid: str) -> anyio.Lock:
         lk = self.locks.get(sid)
         if lk is None:
-            lk = self.locks[sid] = anyio.Lock()
+            lk = self.locks[sid] = anyio.Lock(fast_acquire=True)
         return lk
 
     def _ack_lock(self, sid: str) -> anyio.Lock:
         lk = self.ack_locks.get(sid)
         if lk is None:
-            lk = self.ack_locks[sid] = anyio.Lock()
+            lk = self.ack_locks[sid] = anyio.Lock(fast_acquire=True)
         return lk
 
     # -- hook ----------------------------------------------------------------------------------
