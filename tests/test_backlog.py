@@ -307,6 +307,49 @@ def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(t
         w.close()
 
 
+def test_an_inline_job_never_waits_for_another_processs_write_lock(tmp_path: Path) -> None:
+    """The inline path runs on the event loop: when another connection (a ``sqlite3`` shell, a
+    backup) holds the write lock, it does not wait there for the busy timeout. The job goes to the
+    writer thread, which waits for the lock, while the event loop keeps running; it commits once the
+    lock is released, and the connection's busy timeout is back to normal."""
+    import anyio
+
+    w = Writer(str(tmp_path / "x.db"))
+    w.idle = None
+    w.run_sync(lambda c: c.execute("CREATE TABLE t(x)"))
+    other = sqlite3.connect(str(tmp_path / "x.db"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+
+    async def main() -> tuple[str, int]:
+        ticks = 0
+        async with anyio.create_task_group() as tg:
+            box: list[str] = []
+
+            async def job() -> None:
+                box.append(await w.run(lambda c: (c.execute("INSERT INTO t VALUES (1)"),
+                                                  threading.current_thread().name)[1], inline=True))
+
+            tg.start_soon(job)
+            while w.inline_busy == 0:  # the inline attempt found the lock taken and handed the job over
+                await anyio.sleep(0)
+            for _ in range(20):  # the event loop is not blocked: this task keeps running
+                await anyio.sleep(0.001)
+                ticks += 1
+            assert box == []  # still waiting on the writer thread for the lock
+            other.execute("COMMIT")
+        return box[0], ticks
+
+    try:
+        name, ticks = anyio.run(main)
+        assert name == "ctxlifed-writer" and ticks == 20
+        assert (w.inline_busy, w.inline_runs) == (1, 0)
+        assert w.run_sync(lambda c: c.execute("PRAGMA busy_timeout").fetchone()[0]) == 10_000
+        assert w.run_sync(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 1
+    finally:
+        other.close()
+        w.close()
+
+
 def test_idle_work_due_too_long_runs_even_if_the_daemon_never_goes_quiet(tmp_path: Path) -> None:
     """Reads every few ms (a status poller) keep the daemon from going quiet and queue no writer job:
     idle work due for IDLE_MAX_LAG_S still runs."""

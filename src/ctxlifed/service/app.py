@@ -215,16 +215,18 @@ class Service:
             self.hook_tools.pop(k, None)
             return
 
-    # Per-session locks are taken on every hook: ``fast_acquire`` takes a free one without a
-    # checkpoint (anyio's default yields to the event loop first, one more loop turn per hook).
-    # Fairness does not suffer: every holder awaits I/O before it takes the lock again.
     def _lock(self, sid: str) -> anyio.Lock:
         lk = self.locks.get(sid)
         if lk is None:
-            lk = self.locks[sid] = anyio.Lock(fast_acquire=True)
+            lk = self.locks[sid] = anyio.Lock()
         return lk
 
     def _ack_lock(self, sid: str) -> anyio.Lock:
+        # Taken on every hook: ``fast_acquire`` takes a free one without a checkpoint (anyio's
+        # default yields to the event loop first: one more loop turn per acknowledgement). Fair
+        # anyway: a holder always answers (I/O) before its session's next hook takes it again. The
+        # derivation lock keeps the checkpoint: a waiter woken by a finished job runs before the
+        # deriver takes the next one (derive.py: a sync event's wait ends its urgency first).
         lk = self.ack_locks.get(sid)
         if lk is None:
             lk = self.ack_locks[sid] = anyio.Lock(fast_acquire=True)

@@ -28,7 +28,10 @@ Rules:
   of requests can delay idle work but never starve it.
 - One lock (``_busy``) is held around every transaction. An acknowledgement (``run(inline=True)``)
   that finds the writer free and nothing queued runs on the caller's thread under that lock instead
-  of hopping to the writer thread and back; otherwise it is queued like any job.
+  of hopping to the writer thread and back; otherwise it is queued like any job. The caller is the
+  event loop, which must never wait for a lock: the inline BEGIN does not wait (busy timeout 0), and
+  when another process holds the write lock (a ``sqlite3`` shell, a backup) the job goes to the
+  writer thread, which waits for it as usual.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
   (shutdown) can never stall the writer or ``close``.
 - Files are created 0600 (the daemon's umask) and re-checked after open.
@@ -52,6 +55,7 @@ from . import backlog
 from .schema import applied_names, has_trigram, migrate
 
 T = TypeVar("T")
+BUSY_TIMEOUT_MS = 10_000  # how long a statement waits for another process's lock (off the event loop)
 
 
 class StorageFullError(Exception):
@@ -59,8 +63,8 @@ class StorageFullError(Exception):
 
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout=10000")
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if readonly:
         conn.execute("PRAGMA query_only=1")
     else:
@@ -178,6 +182,7 @@ class Writer:
         self._interrupt_sent = False  # ``preempt`` interrupted the current idle step
         self._busy = threading.Lock()  # held while a transaction runs (writer thread, or ``run(inline=True)``)
         self.inline_runs = 0
+        self.inline_busy = 0  # inline jobs handed to the writer thread: another process held the write lock
         self._idle_due = False  # the writer thread has idle work to do (``nudge`` wakes it only then)
         self.idle_failures = 0
         self.last_idle_error = ""
@@ -258,6 +263,20 @@ class Writer:
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
+
+    def _begin_nowait(self) -> bool:
+        """BEGIN IMMEDIATE without waiting for another process's write lock; False if it is held."""
+        conn = self.conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            self._begin()
+            return True
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                return False
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
     def _cap_wal(self) -> None:
         """Keep the WAL bounded without checkpointing on the commit path: past WAL_SOON the
@@ -464,9 +483,12 @@ class Writer:
         while pending:
             pending = self._run_group(pending)
 
-    def _run_group(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> list[Any]:
+    def _run_group(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]], *,
+                   nowait: bool = False) -> list[Any] | None:
         """One transaction for ``batch``. Returns the jobs to run again in a fresh transaction (when a
-        job's error made SQLite roll the whole transaction back), else []."""
+        job's error made SQLite roll the whole transaction back), else []. ``nowait`` (an inline job,
+        on the event loop): when another process holds the write lock, return None at once, with
+        nothing run and nobody answered, instead of waiting up to the busy timeout."""
         if self.min_free_bytes and self.free_bytes() < self.min_free_bytes:
             err = StorageFullError(
                 f"free disk space below {self.min_free_bytes // (1 << 20)} MiB on {os.path.dirname(self.path)}"
@@ -475,7 +497,11 @@ class Writer:
                 done((False, err))
             return []
         try:
-            self._begin()
+            if nowait:
+                if not self._begin_nowait():
+                    return None
+            else:
+                self._begin()
         except sqlite3.Error as exc:
             for _fn, done in batch:
                 done((False, _typed(exc)))
@@ -535,16 +561,18 @@ class Writer:
         thread's transactions (still one writer at a time); it skips two thread wake-ups, the
         largest part of a lone acknowledgement's latency on an idle machine. Else it is queued."""
         if inline and not low and self._q.empty() and self._busy.acquire(blocking=False):
+            got: list[tuple[bool, Any]] = []
             try:
-                got: list[tuple[bool, Any]] = []
-                self._run_batch([(fn, _once(got.append))])
-                self.inline_runs += 1
+                started = self._run_group([(fn, _once(got.append))], nowait=True) is not None
             finally:
                 self._busy.release()
-            ok, value = got[0]
-            if ok:
-                return value  # type: ignore[no-any-return]
-            raise value
+            if started:
+                self.inline_runs += 1
+                ok, value = got[0]
+                if ok:
+                    return value  # type: ignore[no-any-return]
+                raise value
+            self.inline_busy += 1  # another process holds the write lock: the writer thread waits for it
         event = anyio.Event()
         box: list[tuple[bool, Any]] = []
         token = anyio.lowlevel.current_token()
