@@ -272,6 +272,37 @@ def test_idle_work_interrupted_over_and_over_still_completes(tmp_path: Path) -> 
         w.close()
 
 
+def test_a_job_queued_during_a_batch_goes_before_idle_work_that_is_overdue(tmp_path: Path) -> None:
+    """Idle work overdue (IDLE_MAX_LAG_S, the daemon never quiet) runs after a batch, but not while
+    a job waits: an acknowledgement that arrived during the batch is not held up by a step."""
+    w = _slow_writer(tmp_path)
+    w.IDLE_MAX_LAG_S = 0.0  # always overdue
+    w.idle_allowed = lambda: False  # never quiet
+    order: list[str] = []
+    gate, running = threading.Event(), threading.Event()
+
+    stepped = threading.Event()
+
+    def idle(conn: sqlite3.Connection) -> bool:
+        order.append("idle")
+        stepped.set()
+        return False
+
+    try:
+        w.idle = idle
+        done_b = threading.Event()
+        w.submit(lambda c: (order.append("A"), running.set(), gate.wait(30)), lambda res: None)
+        assert running.wait(30)
+        w.submit(lambda c: order.append("B"), lambda res: done_b.set())  # queued during A's batch
+        gate.set()
+        assert done_b.wait(30)
+        assert stepped.wait(30)  # the overdue step still ran, after B
+        assert order[:2] == ["A", "B"], order
+    finally:
+        w.idle = None
+        w.close()
+
+
 def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(tmp_path: Path) -> None:
     import anyio
 

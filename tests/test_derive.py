@@ -230,3 +230,59 @@ async def test_the_session_in_use_stays_in_memory_while_new_sessions_come(rig: R
         st = await rig.svc.dispatch("status", b"{}")
         assert st.derive_pending == 0
         tg.cancel_scope.cancel()
+
+
+def _assistant_line(i: int, text: str, context: int) -> bytes:
+    rec = {"type": "assistant", "uuid": f"u-{i:04d}", "timestamp": "2026-11-29T11:11:22.260Z", "sessionId": SID,
+           "isSidechain": False, "message": {"id": f"msg_{i:06d}", "type": "message", "role": "assistant",
+                                              "model": "claude-opus-5-5", "content": [{"type": "text", "text": text}],
+                                              "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
+                                                        "cache_read_input_tokens": context - 10, "output_tokens": 5}}}
+    import json as _json
+    return _json.dumps(rec).encode() + b"\n"
+
+
+async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_reads_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a burst, each queued derivation reads at most INLINE_READ of complete transcript lines
+    (a few ms of parsing and archiving per step, which hooks arriving meanwhile would wait for);
+    the session's last queued one reads up to MAX_TRANSCRIPT_READ, so nothing is left behind: every
+    turn is archived once and the context size is the transcript's last."""
+    from ctxlifed.service import app as APP
+    from ctxlifed.service import files as F
+
+    reads: list[int] = []
+    real_read = F.read_from
+
+    def spy(path: str, offset: int, n: int) -> Any:
+        out = real_read(path, offset, n)
+        reads.append(len(out[0]))
+        return out
+
+    monkeypatch.setattr(F, "read_from", spy)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))  # transcripts are read only from there
+    tr = rig.base / "projects" / "t.jsonl"
+    tr.parent.mkdir()
+    tr.write_bytes(b"")
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        turns = 40
+        with tr.open("ab") as f:  # 40 turns of ~5 KB: ~200 KB, more than three INLINE_READ slices
+            for i in range(turns):
+                f.write(_assistant_line(i, f"TURN{i:02d} " + "the writer batches acknowledgements. " * 130,
+                                        40_000 + i * 100))
+        assert tr.stat().st_size > 3 * APP.INLINE_READ
+        for i in range(6):
+            await rig.svc.hook(rig.payload("UserPromptSubmit", prompt=f"go on {i}", transcript_path=str(tr)))
+        assert rig.svc.backlog.pending(SID) == 6
+        reads.clear()
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        assert reads[:5] and all(n <= APP.INLINE_READ for n in reads[:5])  # the five catching up
+        st = rig.svc.sessions[SID]
+        assert st.cursor.offset == tr.stat().st_size  # the last one read the rest
+        assert st.context_tokens == 40_000 + (turns - 1) * 100  # input + cache (the last turn)
+        texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
+        assert sorted(t[0][:6] for t in texts) == [f"TURN{i:02d}" for i in range(turns)]
+        tg.cancel_scope.cancel()

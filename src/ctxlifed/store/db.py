@@ -377,7 +377,9 @@ class Writer:
                 if not idle_due:  # the batch may have queued work: due from now on
                     idle_due, last_idle = True, time.monotonic()
                 now = time.monotonic()
-                if now - last_idle >= self.IDLE_MAX_LAG_S and now >= self._idle_retry_at:
+                # Not while a job waits (an acknowledgement that arrived during the batch goes
+                # first): under load the queue still empties between requests, and the step runs then.
+                if now - last_idle >= self.IDLE_MAX_LAG_S and now >= self._idle_retry_at and self._q.empty():
                     idle_due, last_idle = self._idle_step(), time.monotonic()
 
     def _idle_step(self) -> bool:
@@ -401,6 +403,8 @@ class Writer:
             return preemptible and _interrupted(exc)  # an interrupt that came before the step began
         try:
             self._in_idle = preemptible
+            if preemptible and not self._q.empty():  # queued before ``preempt`` could see the step
+                self.preempt()
             try:
                 more = idle(conn)
             finally:
