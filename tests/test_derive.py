@@ -286,3 +286,36 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
         texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
         assert sorted(t[0][:6] for t in texts) == [f"TURN{i:02d}" for i in range(turns)]
         tg.cancel_scope.cancel()
+
+
+async def test_a_transcript_seen_late_is_still_read_a_full_slice_an_event(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Far more transcript than the queued jobs would read in small slices (a long session the
+    daemon meets late): each derivation reads up to MAX_TRANSCRIPT_READ, as before, so catching up
+    takes as few events as it did."""
+    from ctxlifed.service import app as APP
+    from ctxlifed.service import files as F
+
+    monkeypatch.setattr(APP, "MAX_TRANSCRIPT_READ", 160 << 10)
+    reads: list[int] = []
+    real_read = F.read_from
+    monkeypatch.setattr(F, "read_from", lambda path, offset, n: (lambda out: (reads.append(len(out[0])), out)[1])(
+        real_read(path, offset, n)))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))
+    tr = rig.base / "projects" / "late.jsonl"
+    tr.parent.mkdir()
+    with tr.open("wb") as f:  # ~1 MB: far more than 2 queued jobs would read in 64 KB slices
+        for i in range(200):
+            f.write(_assistant_line(i, f"TURN{i:03d} " + "a long session met late. " * 200, 30_000 + i))
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
+        for i in range(3):
+            await rig.svc.hook(rig.payload("UserPromptSubmit", prompt=f"go on {i}", transcript_path=str(tr)))
+        reads.clear()
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        got = sum(reads)
+        assert got > 2 * APP.MAX_TRANSCRIPT_READ  # three full slices, not two 64 KB ones and a full one
+        assert rig.svc.sessions[SID].cursor.offset > 2 * APP.MAX_TRANSCRIPT_READ
+        tg.cancel_scope.cancel()

@@ -69,10 +69,11 @@ MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late
 # the rest is read on the next events (a line longer than this is skipped; hooks archived its content)
 INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
 # A derivation with more of its session's jobs queued behind it (catching up after a burst) reads at
-# most INLINE_READ of complete lines: the jobs behind it read on. One step then stays a few ms on the
-# event loop and in the writer (1 MB of transcript was ~35 ms of parsing and redaction, then ~17 ms of
-# archiving, which the hooks arriving meanwhile waited for). The last job reads up to
-# MAX_TRANSCRIPT_READ, so the session's accounting catches up when the backlog does.
+# most INLINE_READ of complete lines when those jobs can read the rest: one step then stays a few ms on
+# the event loop and in the writer (1 MB of transcript was ~35 ms of parsing and redaction, then ~17 ms
+# of archiving, which the hooks arriving meanwhile waited for). The last job reads up to
+# MAX_TRANSCRIPT_READ, so the accounting catches up when the backlog does. A transcript seen late (far
+# more bytes than the queued jobs would read in slices) is read MAX_TRANSCRIPT_READ an event, as before.
 MAX_SESSIONS_IN_MEMORY = 512
 HOOK_TOOLS = 256  # tool-use ids per session whose result a hook delivered (the transcript copy is skipped)
 _enc = msgspec.json.Encoder()
@@ -377,7 +378,7 @@ class Service:
         if tpath and not s(payload.get("agent_id")):
             st.transcript_path = tpath
         await pause()
-        tdelta = (await self._read_transcript(st, catching_up=deferred and self.backlog.pending(sid) > 1)
+        tdelta = (await self._read_transcript(st, behind=self.backlog.pending(sid) - 1 if deferred else 0)
                   if event not in ("PreToolUse",) else None)
         await pause()
         if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
@@ -494,7 +495,9 @@ class Service:
             return msgspec.structs.replace(el, passed=T.test_outcome(el.text, el.is_error))
         return el
 
-    async def _read_transcript(self, st: SessionState, *, catching_up: bool = False) -> T.TranscriptDelta | None:
+    async def _read_transcript(self, st: SessionState, *, behind: int = 0) -> T.TranscriptDelta | None:
+        """Read and fold the transcript's new complete lines. ``behind``: this session's jobs queued
+        after this derivation (see INLINE_READ)."""
         if not st.transcript_path:
             return None
         real = files.transcript_allowed(st.transcript_path, self.cfg.allowed_transcript_roots())
@@ -508,7 +511,8 @@ class Service:
         if restarted:
             st.cursor = T.TranscriptCursor()
             offset = 0
-        if len(data) == INLINE_READ and size > offset + INLINE_READ and not (catching_up and b"\n" in data):
+        sliced = behind > 0 and size - offset <= behind * INLINE_READ + MAX_TRANSCRIPT_READ and b"\n" in data
+        if len(data) == INLINE_READ and size > offset + INLINE_READ and not sliced:
             more, size, _r = await anyio.to_thread.run_sync(
                 files.read_from, real, offset + INLINE_READ, MAX_TRANSCRIPT_READ - INLINE_READ)
             data += more
