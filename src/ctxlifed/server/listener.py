@@ -23,7 +23,8 @@ Rules:
   (``anyio.wait_readable``/``wait_writable``, under a cancel scope for deadlines and kicks) only
   when the call would block. An anyio stream would add a checkpoint (one event-loop turn) before
   every receive and send, and a cancel scope per call, about 0.1 ms of CPU per hook. A socket is
-  closed only by the task that waits on it, after its wait has ended.
+  closed only by the task that waits on it, after its wait has ended. A connection that always has
+  a next frame ready (pipelining) yields to the others every ``FAIR_FRAMES`` frames.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import msgspec
 import structlog
 
@@ -54,6 +56,7 @@ LOG_EVERY_S = 5.0  # at most one accept/eviction warning per interval
 DRAIN_S = 0.05  # on stop, how long an idle connection may still deliver a frame already sent
 SLOW_MS = 100.0  # a request slower than this is logged at INFO (others at DEBUG)
 RECV_BYTES = 65536
+FAIR_FRAMES = 16  # frames a connection answers in a row, without waiting, before it yields once
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -266,9 +269,13 @@ class Server:
 
     async def _serve(self, sock: socket.socket, conn: _Conn) -> None:
         dec = P.FrameDecoder(self.limits.max_frame)
+        unyielded = 0  # frames answered since this task last let the event loop run other tasks
         while True:
             # Answer every complete frame already buffered (also while stopping: they were received).
             while True:
+                if unyielded >= FAIR_FRAMES:  # a client pipelining requests does not starve the others
+                    unyielded = 0
+                    await anyio.lowlevel.checkpoint()
                 try:
                     frame = dec.next_frame()
                 except P.FrameTooLarge as exc:
@@ -279,6 +286,7 @@ class Server:
                     return
                 if frame is None:
                     break
+                unyielded += 1
                 conn.busy = True
                 self._begin_answer()
                 try:
@@ -306,6 +314,7 @@ class Server:
                     timeout = DRAIN_S if self.stopping else self.limits.idle_timeout_s
                 if timeout <= 0:
                     return
+                unyielded = 0  # the wait below lets the others run
                 with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
                     conn.scope = scope
                     if conn.kick is not None:  # kicked before the wait began

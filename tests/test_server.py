@@ -1,0 +1,102 @@
+"""The server shell (server/listener.py) in process, on real Unix sockets: fairness of the raw-socket
+fast path. (Limits, eviction, slowloris, EMFILE and stop are covered end to end in tests/reliability.)"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ctxlifed.server.listener import Limits, Server
+
+pytestmark = pytest.mark.anyio
+PING = b'{"jsonrpc":"2.0","method":"ping","id":1}\n'
+
+
+async def test_a_pipelining_client_does_not_starve_another(short_tmp: Path) -> None:
+    """A client that always has the next request ready (it pipelines pings as fast as it can and
+    reads the answers) never makes the server wait for data: without a yield every few frames its
+    task would hold the event loop, and nobody else would be accepted or answered."""
+
+    async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
+        return {"pong": True}  # answers without awaiting anything: the worst case for fairness
+
+    server = Server(dispatch, Limits())
+    path = str(short_tmp / "s.sock")
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(path)
+    lsock.listen(16)
+    lsock.setblocking(False)
+    stop = threading.Event()
+    deadline = time.monotonic() + 5  # the flood ends by itself: a starved loop then shows as a failure
+    answered: list[int] = []
+
+    def flood() -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.settimeout(0.5)
+
+        def drain() -> None:
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    answered.append(len(s.recv(1 << 16)))
+                except OSError:
+                    pass
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        chunk = PING * 512
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                s.sendall(chunk)
+        except OSError:
+            pass
+        reader.join(5)
+        s.close()
+
+    def ping_once() -> float | None:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(4)
+        t0 = time.monotonic()
+        try:
+            c.connect(path)
+            c.sendall(PING)
+            buf = b""
+            while b"\n" not in buf:
+                got = c.recv(4096)
+                if not got:
+                    return None
+                buf += got
+            return time.monotonic() - t0 if b'"pong":true' in buf else None
+        except OSError:
+            return None
+        finally:
+            c.close()
+
+    result: list[float | None] = []
+
+    def prober() -> None:  # a plain thread: it does not need the event loop to get going
+        while sum(answered) < 100_000 and time.monotonic() < deadline:  # the flood is being answered
+            time.sleep(0.005)
+        result.append(ping_once())
+        stop.set()
+
+    flooder = threading.Thread(target=flood, daemon=True)
+    probe = threading.Thread(target=prober, daemon=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve_listener, lsock, tg)
+        flooder.start()
+        probe.start()
+        await anyio.to_thread.run_sync(probe.join, 10)
+        await anyio.to_thread.run_sync(flooder.join, 10)
+        server.begin_stop()
+        assert await server.wait_accept_stopped(5)
+        tg.cancel_scope.cancel()
+    lsock.close()
+    took = result[0] if result else None
+    assert took is not None and took < 1.0, took
