@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from ctxlifed.protocol import _methods as M
@@ -318,4 +319,35 @@ async def test_a_transcript_seen_late_is_still_read_a_full_slice_an_event(
         got = sum(reads)
         assert got > 2 * APP.MAX_TRANSCRIPT_READ  # three full slices, not two 64 KB ones and a full one
         assert rig.svc.sessions[SID].cursor.offset > 2 * APP.MAX_TRANSCRIPT_READ
+        tg.cancel_scope.cancel()
+
+
+async def test_status_reports_failed_maintenance_and_derivations(rig: Rig) -> None:
+    """Index maintenance that fails (retried every second, never logged by the writer thread) and
+    derivations that raised are visible in status and in `ctxlifectl status`, with the last error."""
+    import threading
+
+    from ctxlifed.cli.main import render_status
+
+    failed = threading.Event()
+
+    def broken_idle(conn: sqlite3.Connection) -> bool:
+        failed.set()
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        rig.writer.idle_allowed = lambda: True
+        rig.writer.idle = broken_idle
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # a job: idle work is due after it
+        assert await anyio.to_thread.run_sync(failed.wait, 10)
+        await anyio.to_thread.run_sync(rig.writer.run_sync, lambda c: None)  # the failure is counted by now
+        rig.svc.backlog.failed = 2
+        st = await rig.svc.dispatch("status", b"{}")
+        assert st.maintenance_failed >= 1 and "malformed" in st.maintenance_error
+        assert st.derive_failed == 2
+        text = render_status(msgspec.to_builtins(st), 0.0)
+        assert "2 events could not be derived" in text
+        assert "index maintenance steps" in text and "malformed" in text
+        rig.writer.idle = None
         tg.cancel_scope.cancel()

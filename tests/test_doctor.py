@@ -128,11 +128,12 @@ def test_runtime_dir_permissions(world: Path, capsys: pytest.CaptureFixture[str]
 
 
 class HelloDaemon:
-    def __init__(self, path: str, version: str) -> None:
+    def __init__(self, path: str, version: str, status: dict[str, Any] | None = None) -> None:
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.bind(path)
         self.s.listen(4)
         self.version = version
+        self.status = status
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self) -> None:
@@ -144,6 +145,8 @@ class HelloDaemon:
             with c:
                 req = json.loads(c.makefile("rb").readline())
                 res = {"version": self.version, "protocol": 1, "pid": 4242, "compatible": True}
+                if req["method"] == "status" and self.status is not None:
+                    res = self.status
                 c.sendall(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": res}).encode() + b"\n")
 
 
@@ -203,3 +206,22 @@ def test_installed_service_that_is_not_active(world: Path, capsys: pytest.Captur
     _code, lines = doctor(capsys)
     assert any(ln.startswith("FAIL  service") and "fix: systemctl --user enable --now ctxlifed.socket" in ln for ln in lines)
     assert any(ln.startswith("FAIL  daemon") and "fix: systemctl --user start ctxlifed.socket" in ln for ln in lines)
+
+
+def test_failed_maintenance_is_a_warning_with_its_error(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A daemon whose index maintenance keeps failing (a damaged store, a full disk) still answers;
+    doctor says so, with the last error and what to check."""
+    from ctxlifed import __version__
+
+    p = Path(os.environ["CTXLIFED_SOCKET"])
+    p.parent.mkdir(parents=True, mode=0o700)
+    d = HelloDaemon(str(p), __version__, status={"maintenance_failed": 7, "maintenance_error": "DatabaseError('malformed')",
+                                                  "derive_failed": 2})
+    try:
+        _code, lines = doctor(capsys)
+    finally:
+        d.s.close()
+    assert any(ln.startswith("ok    daemon") for ln in lines)
+    (m,) = [ln for ln in lines if ln.startswith("warn  store") and "maintenance" in ln]
+    assert "7 index maintenance steps failed" in m and "malformed" in m and "integrity_check" in m
+    assert any(ln.startswith("warn  store") and "2 events could not be derived" in ln for ln in lines)

@@ -267,8 +267,16 @@ class Daemon:
         assert self.service is not None and self.writer is not None
         last_cp = time.monotonic()
         last_retention: float | None = None
+        failures_logged, last_failure_log = 0, -1e9
         while True:
             await anyio.sleep(SPOOL_POLL_S)
+            # The writer thread does not log: failed maintenance steps (retried every second) are
+            # reported from here, at most once a minute, with how many failed since.
+            failed = self.writer.idle_failures
+            if failed > failures_logged and time.monotonic() - last_failure_log >= 60:
+                log.warning("maintenance_failed", failed=failed - failures_logged, total=failed,
+                            error=self.writer.last_idle_error)
+                failures_logged, last_failure_log = failed, time.monotonic()
             if not self.activated and self.ident is not None and not owns_socket(self.paths.socket, self.ident):
                 log.warning("socket_lost", socket=self.paths.socket, action="exiting")
                 self.service.stop_requested.set()

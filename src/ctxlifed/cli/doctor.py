@@ -122,7 +122,19 @@ def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[
         return [Finding("FAIL", "daemon", f"speaks protocol {proto}, this client {PROTOCOL_VERSION}", restart)]
     if ver != __version__:
         return [Finding("FAIL", "daemon", f"runs ctxlifed {ver} but this client is {__version__} (pid {r.get('pid')})", restart)]
-    return [Finding("ok", "daemon", f"ctxlifed {ver} answering at {sock} (pid {r.get('pid')})")]
+    found = [Finding("ok", "daemon", f"ctxlifed {ver} answering at {sock} (pid {r.get('pid')})")]
+    try:
+        st = call(sock, "status", {"limit": 1}, timeout=5.0)
+    except (DaemonUnavailable, RemoteError):
+        return found
+    if isinstance(st, dict) and st.get("maintenance_failed"):
+        found.append(Finding("warn", "store", f"{st['maintenance_failed']} index maintenance steps failed since start"
+                             f" (last: {st.get('maintenance_error') or '?'}); recall still works, substring search slower",
+                             "check the disk and the daemon log; `sqlite3 <db> 'PRAGMA integrity_check'`"))
+    if isinstance(st, dict) and st.get("derive_failed"):
+        found.append(Finding("warn", "store", f"{st['derive_failed']} events could not be derived since start"
+                             " (kept as stored)", "see `derive_failed` lines in the daemon log"))
+    return found
 
 
 def check_config() -> list[Finding]:

@@ -71,6 +71,11 @@ def render_status(r: dict[str, Any], now: float) -> str:
     if r.get("derive_pending") or r.get("index_pending"):
         lines.append(f"behind  {r.get('derive_pending', 0):,} events to derive · {r.get('index_pending', 0):,} rows to"
                      " index for substring search (done between hooks; recall already sees them)")
+    if r.get("derive_failed"):
+        lines.append(f"failed  {r['derive_failed']:,} events could not be derived (kept as stored; see the daemon log)")
+    if r.get("maintenance_failed"):
+        lines.append(f"failed  {r['maintenance_failed']:,} index maintenance steps (retried every second);"
+                     f" last: {r.get('maintenance_error') or '?'}")
     sessions = r.get("sessions") or []
     if not sessions:
         lines.append("no sessions yet: install the hooks with `ctxlifectl install`, then use Claude Code")

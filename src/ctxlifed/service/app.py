@@ -662,6 +662,8 @@ class Service:
             db_bytes=size, wal_bytes=_size(db + "-wal"), archive_items=st["archive_items"], events=st["events"],
             spool_ingested=self.spool_ingested, fts_trigram=self.writer.trigram,
             derive_pending=self.backlog.pending(), index_pending=await self.readers.run(tri_backlog.pending),
+            derive_failed=self.backlog.failed, maintenance_failed=self.writer.idle_failures,
+            maintenance_error=self.writer.last_idle_error if self.writer.idle_failures else "",
             sessions=[self.session_view(r, where=p.where, survival=p.survival) for r in rows],
         )
 
