@@ -537,7 +537,7 @@ def _assign_matches(low: str) -> Any:
             heads.append((m.start(), i, m))
     pos = 0
     while heads:
-        heads.sort()
+        heads.sort(key=lambda h: (h[0], h[1]))  # never compares match objects
         _start, _i, m = heads[0]
         yield m
         pos = m.end()
