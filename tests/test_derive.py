@@ -351,3 +351,43 @@ async def test_status_reports_failed_maintenance_and_derivations(rig: Rig) -> No
         assert "index maintenance steps" in text and "malformed" in text
         rig.writer.idle = None
         tg.cancel_scope.cancel()
+
+
+async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A derivation that reads a large slice of transcript (a session met late) parses and folds it
+    FOLD_SLICE at a time and pauses between (replies go first): one 1 MB step was ~125 ms on the
+    event loop. The result is the same as one fold: every turn archived once, the context size and
+    cursor those of the last line."""
+    from ctxlifed.service import app as APP
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))
+    tr = rig.base / "projects" / "big.jsonl"
+    tr.parent.mkdir()
+    turns = 120
+    with tr.open("wb") as f:  # ~600 KB: ~9 slices
+        for i in range(turns):
+            f.write(_assistant_line(i, f"TURN{i:03d} " + "folded one slice at a time. " * 170, 20_000 + i * 10))
+    assert tr.stat().st_size > 8 * (64 << 10)
+    pauses = 0
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+        real_pause = rig.svc.backlog.pause
+
+        async def counting() -> None:
+            nonlocal pauses
+            pauses += 1
+            await real_pause()
+
+        monkeypatch.setattr(rig.svc.backlog, "pause", counting)
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        st = rig.svc.sessions[SID]
+        assert st.cursor.offset == tr.stat().st_size
+        assert st.context_tokens == 20_000 + (turns - 1) * 10
+        texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
+        assert sorted(t[0][:7] for t in texts) == [f"TURN{i:03d}" for i in range(turns)]
+        tg.cancel_scope.cancel()
+    assert pauses >= 8 + 3  # between the slices, besides the derivation's own pause points

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from ..store.db import StorageFullError
@@ -55,6 +56,7 @@ MAX_BACKLOG = 20_000  # ~0.5 KB of memory a job: bounded to ~10 MB
 KEEP_PAYLOADS = 256
 READ_WAIT_S = 5.0
 QUIET_S = 0.002  # the deriver waits for this long a gap between requests
+YIELD_S = 0.001  # a pause runs the event loop once if it has not run for this long
 RETRY_S = 1.0
 
 
@@ -84,6 +86,7 @@ class Backlog:
         self._go = anyio.Event()  # set by ``notify``: replies done, or somebody waits for us
         self.derived = 0
         self.failed = 0
+        self._yielded = 0.0  # monotonic time a pause last let the event loop run
         self._wake = anyio.Event()
         self._changed = anyio.Event()
 
@@ -114,7 +117,13 @@ class Backlog:
     async def pause(self) -> None:
         """Let replies go first: wait until none is in progress and none began in the last
         ``QUIET_S`` (requests of a busy daemon come closer than that; Claude Code's never do: each
-        hook is a process start apart). Unless somebody waits for the backlog."""
+        hook is a process start apart). Unless somebody waits for the backlog. A pause also lets the
+        event loop run when ``YIELD_S`` passed since the last one did: a request that arrived meanwhile
+        is not seen (accepted, counted as in progress) until the loop gets to it."""
+        now = time.monotonic()
+        if now - self._yielded >= YIELD_S:
+            self._yielded = now
+            await anyio.lowlevel.checkpoint()
         while not self.urgent:
             if self.busy is not None and self.busy():
                 self._go = anyio.Event()
