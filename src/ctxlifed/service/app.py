@@ -496,8 +496,8 @@ class Service:
             return msgspec.structs.replace(el, passed=T.test_outcome(el.text, el.is_error))
         return el
 
-    async def _read_transcript(self, st: SessionState, *, behind: int = 0,
-                               pause: Callable[[], Awaitable[None]] | None = None) -> T.TranscriptDelta | None:
+    async def _read_transcript(self, st: SessionState, *, behind: int,
+                               pause: Callable[[], Awaitable[None]]) -> T.TranscriptDelta | None:
         """Read and fold the transcript's new complete lines. ``behind``: this session's jobs queued
         after this derivation (see INLINE_READ); ``pause``: the derivation's pause between slices."""
         if not st.transcript_path:
@@ -539,7 +539,7 @@ class Service:
             pos = end
             if pos >= n:
                 return out
-            await (pause or _no_pause)()
+            await pause()
 
     async def _fold_transcript(self, st: SessionState, chunk: bytes) -> T.TranscriptDelta:
         """Parse the complete lines of ``chunk`` (the transcript from ``st.cursor``) and fold them into
