@@ -303,16 +303,26 @@ def test_a_job_queued_during_a_batch_goes_before_idle_work_that_is_overdue(tmp_p
         w.close()
 
 
-def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(tmp_path: Path) -> None:
-    import anyio
-
+def _t_writer(tmp_path: Path) -> Writer:
+    """A writer (idle work off) with a table ``t`` for the inline-path tests."""
     w = Writer(str(tmp_path / "x.db"))
     w.idle = None
     w.run_sync(lambda c: c.execute("CREATE TABLE t(x)"))
+    return w
+
+
+def _insert_t(x: int) -> Callable[[sqlite3.Connection], str]:
+    """A job inserting ``x`` into ``t``; it returns the name of the thread that ran it."""
+    return lambda c: (c.execute("INSERT INTO t VALUES (?)", (x,)), threading.current_thread().name)[1]
+
+
+def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(tmp_path: Path) -> None:
+    import anyio
+
+    w = _t_writer(tmp_path)
 
     async def main() -> tuple[str, str]:
-        free = await w.run(lambda c: (c.execute("INSERT INTO t VALUES (1)"), threading.current_thread().name)[1],
-                           inline=True)
+        free = await w.run(_insert_t(1), inline=True)
         gate, held = threading.Event(), threading.Event()
         w.submit(lambda c: (held.set(), gate.wait(30)), lambda res: None)  # the writer thread is busy
         assert await anyio.to_thread.run_sync(held.wait, 30)
@@ -320,8 +330,7 @@ def test_an_inline_job_runs_on_the_callers_thread_only_when_the_writer_is_free(t
             names: list[str] = []
 
             async def queued() -> None:
-                names.append(await w.run(lambda c: (c.execute("INSERT INTO t VALUES (2)"),
-                                                    threading.current_thread().name)[1], inline=True))
+                names.append(await w.run(_insert_t(2), inline=True))
 
             tg.start_soon(queued)
             await anyio.sleep(0)
@@ -345,9 +354,7 @@ def test_an_inline_job_never_waits_for_another_processs_write_lock(tmp_path: Pat
     lock is released, and the connection's busy timeout is back to normal."""
     import anyio
 
-    w = Writer(str(tmp_path / "x.db"))
-    w.idle = None
-    w.run_sync(lambda c: c.execute("CREATE TABLE t(x)"))
+    w = _t_writer(tmp_path)
     other = sqlite3.connect(str(tmp_path / "x.db"), isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
 
@@ -357,8 +364,7 @@ def test_an_inline_job_never_waits_for_another_processs_write_lock(tmp_path: Pat
             box: list[str] = []
 
             async def job() -> None:
-                box.append(await w.run(lambda c: (c.execute("INSERT INTO t VALUES (1)"),
-                                                  threading.current_thread().name)[1], inline=True))
+                box.append(await w.run(_insert_t(1), inline=True))
 
             tg.start_soon(job)
             while w.inline_busy == 0:  # the inline attempt found the lock taken and handed the job over

@@ -4,6 +4,7 @@ pushes back; a derivation that raises does not wedge the queue; reads wait for t
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -239,17 +240,28 @@ def _assistant_line(i: int, text: str, context: int) -> bytes:
                                               "model": "claude-opus-5-5", "content": [{"type": "text", "text": text}],
                                               "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
                                                         "cache_read_input_tokens": context - 10, "output_tokens": 5}}}
-    import json as _json
-    return _json.dumps(rec).encode() + b"\n"
+    return json.dumps(rec).encode() + b"\n"
 
 
-async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_reads_on(
-        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    """After a burst, each queued derivation reads at most INLINE_READ of complete transcript lines
-    (a few ms of parsing and archiving per step, which hooks arriving meanwhile would wait for);
-    the session's last queued one reads up to MAX_TRANSCRIPT_READ, so nothing is left behind: every
-    turn is archived once and the context size is the transcript's last."""
-    from ctxlifed.service import app as APP
+def _write_turns(path: Path, turns: int, filler: str, context: int, step: int) -> None:
+    """Append ``turns`` assistant turns "TURN<i> <filler>" whose context grows by ``step`` a turn."""
+    width = len(str(turns - 1))
+    with path.open("ab") as f:
+        for i in range(turns):
+            f.write(_assistant_line(i, f"TURN{i:0{width}d} " + filler, context + i * step))
+
+
+def _transcript(rig: Rig, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
+    """An empty transcript where the daemon may read it (transcripts are read only from the roots)."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))
+    tr = rig.base / "projects" / name
+    tr.parent.mkdir(exist_ok=True)
+    tr.write_bytes(b"")
+    return tr
+
+
+def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the transcript reads from now on (``files.read_from``), in order."""
     from ctxlifed.service import files as F
 
     reads: list[int] = []
@@ -261,18 +273,24 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
         return out
 
     monkeypatch.setattr(F, "read_from", spy)
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))  # transcripts are read only from there
-    tr = rig.base / "projects" / "t.jsonl"
-    tr.parent.mkdir()
-    tr.write_bytes(b"")
+    return reads
+
+
+async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_reads_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a burst, each queued derivation reads at most INLINE_READ of complete transcript lines
+    (a few ms of parsing and archiving per step, which hooks arriving meanwhile would wait for);
+    the session's last queued one reads up to MAX_TRANSCRIPT_READ, so nothing is left behind: every
+    turn is archived once and the context size is the transcript's last."""
+    from ctxlifed.service import app as APP
+
+    reads = _spy_reads(monkeypatch)
+    tr = _transcript(rig, monkeypatch, "t.jsonl")
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg, derive=False)
         await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
-        turns = 40
-        with tr.open("ab") as f:  # 40 turns of ~5 KB: ~200 KB, more than three INLINE_READ slices
-            for i in range(turns):
-                f.write(_assistant_line(i, f"TURN{i:02d} " + "the writer batches acknowledgements. " * 130,
-                                        40_000 + i * 100))
+        turns = 40  # of ~5 KB: ~200 KB, more than three INLINE_READ slices
+        _write_turns(tr, turns, "the writer batches acknowledgements. " * 130, 40_000, 100)
         assert tr.stat().st_size > 3 * APP.INLINE_READ
         for i in range(6):
             await rig.svc.hook(rig.payload("UserPromptSubmit", prompt=f"go on {i}", transcript_path=str(tr)))
@@ -295,19 +313,11 @@ async def test_a_transcript_seen_late_is_still_read_a_full_slice_an_event(
     daemon meets late): each derivation reads up to MAX_TRANSCRIPT_READ, as before, so catching up
     takes as few events as it did."""
     from ctxlifed.service import app as APP
-    from ctxlifed.service import files as F
 
     monkeypatch.setattr(APP, "MAX_TRANSCRIPT_READ", 160 << 10)
-    reads: list[int] = []
-    real_read = F.read_from
-    monkeypatch.setattr(F, "read_from", lambda path, offset, n: (lambda out: (reads.append(len(out[0])), out)[1])(
-        real_read(path, offset, n)))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))
-    tr = rig.base / "projects" / "late.jsonl"
-    tr.parent.mkdir()
-    with tr.open("wb") as f:  # ~1 MB: far more than 2 queued jobs would read in 64 KB slices
-        for i in range(200):
-            f.write(_assistant_line(i, f"TURN{i:03d} " + "a long session met late. " * 200, 30_000 + i))
+    reads = _spy_reads(monkeypatch)
+    tr = _transcript(rig, monkeypatch, "late.jsonl")
+    _write_turns(tr, 200, "a long session met late. " * 200, 30_000, 1)  # ~1 MB: far more than 2 jobs read in 64 KB
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg, derive=False)
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
@@ -361,13 +371,9 @@ async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
     cursor those of the last line."""
     from ctxlifed.service import app as APP
 
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(rig.base))
-    tr = rig.base / "projects" / "big.jsonl"
-    tr.parent.mkdir()
-    turns = 120
-    with tr.open("wb") as f:  # ~600 KB: ~9 slices
-        for i in range(turns):
-            f.write(_assistant_line(i, f"TURN{i:03d} " + "folded one slice at a time. " * 170, 20_000 + i * 10))
+    tr = _transcript(rig, monkeypatch, "big.jsonl")
+    turns = 120  # ~600 KB: ~9 slices
+    _write_turns(tr, turns, "folded one slice at a time. " * 170, 20_000, 10)
     assert tr.stat().st_size > 8 * (64 << 10)
     pauses = 0
     async with anyio.create_task_group() as tg:
