@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,3 +226,50 @@ def test_failed_maintenance_is_a_warning_with_its_error(world: Path, capsys: pyt
     (m,) = [ln for ln in lines if ln.startswith("warn  store") and "maintenance" in ln]
     assert "7 index maintenance steps failed" in m and "malformed" in m and "integrity_check" in m
     assert any(ln.startswith("warn  store") and "2 events could not be derived" in ln for ln in lines)
+
+
+def test_plugin_and_install_together_fail(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install", "--with-plugin"]) == 0
+    cfg = world / "home" / ".claude" / "settings.json"
+    data = json.loads(cfg.read_text())
+    data["enabledPlugins"] = {"ctxlifed@ctxlifed-local": True}
+    cfg.write_text(json.dumps(data))
+    capsys.readouterr()
+    code, lines = doctor(capsys)
+    assert code == 1
+    assert any(ln.startswith("FAIL  hooks") and "twice" in ln for ln in lines), lines
+
+
+def test_commands_named_in_briefings_are_checked(world: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxlifed.runtime.ctl import ctl_command
+
+    _code, lines = doctor(capsys)
+    assert any(ln.startswith("ok    commands") and ctl_command() in ln for ln in lines), lines
+    monkeypatch.setattr("ctxlifed.runtime.ctl.ctl_command", lambda: "ctxlifectl")
+    _code, lines = doctor(capsys)
+    assert any(ln.startswith("FAIL  commands") for ln in lines), lines
+
+
+def test_an_installed_plugin_copy_with_bare_commands_fails(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from ctxlifed.cli import plugin as PL
+
+    cache = world / "home" / ".claude" / "plugins" / "cache" / "ctxlifed-local" / "ctxlifed" / "0.1.0"
+    shutil.copytree(PL.template_dir(), cache)
+    _code, lines = doctor(capsys)
+    assert any(ln.startswith("FAIL  plugin") and "bare" in ln for ln in lines), lines
+    PL.render_plugin(str(cache), python=sys.executable, ctl=PL.ctl_command())
+    _code, lines = doctor(capsys)
+    assert not any(ln.startswith("FAIL  plugin") for ln in lines), lines
+
+
+def test_a_status_line_on_a_missing_interpreter_fails(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctxlifed.cli import install as I
+
+    cfg = world / "home" / ".claude" / "settings.json"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(json.dumps({"statusLine": I.statusline_entry("/gone/venv/bin/python")}))
+    _code, lines = doctor(capsys)
+    assert any(ln.startswith("FAIL  statusline") and "/gone/venv/bin/python" in ln for ln in lines), lines

@@ -348,3 +348,49 @@ def test_wheel_carries_shim_and_plugin(tmp_path: Path) -> None:
     data = json.loads((home / ".claude" / "settings.json").read_text())
     shim = data["hooks"]["Stop"][0]["hooks"][0]["args"][2]
     assert shim == str(site / "ctxlifed" / "_shim" / "ctxlifed_hook.py") and Path(shim).is_file()
+
+
+# -- every command the plugin names runs: `ctxlifectl plugin` ---------------------------------------
+def test_rendered_plugin_names_only_absolute_commands_that_run(home: Path, tmp_path: Path) -> None:
+    from ctxlifed.cli import plugin as PL
+    from ctxlifed.runtime.ctl import ctl_command
+
+    dest = tmp_path / "rendered"
+    assert main(["plugin", "--dir", str(dest)]) == 0
+    assert PL.bare_commands(str(PL.template_dir()))  # the template names bare commands ...
+    assert PL.bare_commands(str(dest)) == []  # ... the rendered plugin none
+    ctl = ctl_command()
+    fm, body = _frontmatter((dest / "commands" / "recall.md").read_text())
+    assert f"!`{ctl} recall $ARGUMENTS" in body
+    assert fm["allowed-tools"] == f"Bash({ctl} recall:*)"
+    skill = (dest / "skills" / "context-recall" / "SKILL.md").read_text()
+    assert f"`{ctl} recall --id <number>`" in skill and " ctxlifectl " not in skill.replace(ctl, "")
+    hooks = json.loads((dest / "hooks" / "hooks.json").read_text())["hooks"]
+    for groups in hooks.values():
+        (h,) = groups[0]["hooks"]
+        assert h["command"] == I.interpreter() and h["args"][-1] == "${CLAUDE_PLUGIN_ROOT}/hooks/ctxlifed_hook.py"
+    # The command it names runs with no PATH at all, as Claude Code's `!` line would run it.
+    r = subprocess.run(f"{ctl} --version", shell=True, env={"PATH": ""}, capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and r.stdout.startswith("ctxlifectl "), r.stderr
+    # Rendering again replaces the folder as a whole.
+    (dest / "stray.txt").write_text("x")
+    assert main(["plugin", "--dir", str(dest)]) == 0
+    assert not (dest / "stray.txt").exists()
+
+
+def test_install_refuses_when_the_plugin_is_enabled(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    user = {"enabledPlugins": {"ctxlifed@ctxlifed-local": True}}
+    write(settings(home), user)
+    assert main(["install"]) == 1
+    err = capsys.readouterr().err
+    assert "plugin is enabled" in err and "Nothing was written" in err
+    assert json.loads(settings(home).read_text()) == user
+    assert main(["install", "--with-plugin"]) == 0
+    assert ours(json.loads(settings(home).read_text()))
+
+
+def test_reinstall_moves_our_status_line_to_the_new_interpreter(home: Path) -> None:
+    old = I.statusline_entry("/old/venv/bin/python")
+    write(settings(home), {"statusLine": old})
+    assert main(["install"]) == 0  # no --statusline: ours still follows this installation
+    assert json.loads(settings(home).read_text())["statusLine"] == I.statusline_entry(I.interpreter())

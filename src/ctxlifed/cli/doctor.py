@@ -2,8 +2,9 @@
 
 Checks: Python version; SQLite with FTS5 and the trigram tokenizer; runtime dir permissions;
 daemon reachable and its version matching this client; config problems; hooks installed (settings
-files or the plugin) and pointing at an existing shim and interpreter; service state; disk space;
-spooled events waiting.
+files or the plugin) and pointing at an existing shim and interpreter, never both at once; the
+``ctxlifectl`` command that briefings name runs, and no installed plugin copy names a bare one; the
+status line's interpreter; service state; disk space; spooled events waiting.
 
 Rules:
 - Each finding is ``ok``, ``warn`` (degraded but working) or ``FAIL`` (something is wrong); every
@@ -155,9 +156,69 @@ def _exe_ok(p: Any) -> bool:
     return isinstance(p, str) and os.path.isabs(p) and os.path.isfile(p) and os.access(p, os.X_OK)
 
 
-def _plugin_enabled(data: dict[str, Any]) -> bool:
-    ep = data.get("enabledPlugins")
-    return isinstance(ep, dict) and any(isinstance(k, str) and k.split("@")[0] == "ctxlifed" and v for k, v in ep.items())
+_plugin_enabled = I.plugin_enabled
+
+
+def check_commands(config_dir: str | None = None) -> list[Finding]:
+    """The ctxlifectl command ctxlifed's texts name runs, and no plugin copy names a bare one."""
+    import shlex
+    import subprocess
+
+    from ..runtime.ctl import ctl_command
+    from . import plugin as PL
+
+    out: list[Finding] = []
+    ctl = ctl_command()
+    argv = shlex.split(ctl)
+    if not os.path.isabs(argv[0]):
+        out.append(Finding("FAIL", "commands", "no ctxlifectl script next to this interpreter or on PATH: the"
+                           " `ctxlifectl recall` commands in ctxlifed's briefings cannot run", "reinstall ctxlifed"))
+    else:
+        try:
+            r = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=20,
+                               stdin=subprocess.DEVNULL)
+            ran = r.returncode == 0
+            why = (r.stderr or r.stdout).strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            ran, why = False, [str(exc)]
+        if ran:
+            out.append(Finding("ok", "commands", f"briefings and hints name {ctl} (runs)"))
+        else:
+            out.append(Finding("FAIL", "commands", f"{ctl} --version failed: {why[0]}", "reinstall ctxlifed"))
+    for d in PL.installed_plugin_dirs(config_dir):
+        bad = PL.bare_commands(d)
+        if bad:
+            out.append(Finding("FAIL", "plugin", f"the ctxlifed plugin in {d} runs a bare `ctxlifectl`/`python3`"
+                               f" ({os.path.relpath(bad[0], d)}), which need not be on Claude Code's PATH",
+                               "ctxlifectl plugin, then claude plugin marketplace update ctxlifed-local"
+                               " && claude plugin update ctxlifed@ctxlifed-local"))
+    return out
+
+
+def check_statusline(project_dir: str | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    for scope, path in I.all_settings_paths(project_dir):
+        try:
+            _text, data = I.read_settings(path)
+        except I.SettingsError:
+            continue
+        sl = data.get("statusLine")
+        if not I.statusline_is_ours(sl):
+            continue
+        import shlex
+
+        try:
+            exe = shlex.split(sl["command"])[0]
+        except (ValueError, IndexError):
+            exe = ""
+        fix = f"ctxlifectl install --scope {scope}"
+        if not _exe_ok(exe):
+            out.append(Finding("FAIL", "statusline", f"{path}: the status line runs {exe!r}, which is missing", fix))
+        elif sl != I.statusline_entry(I.interpreter()):
+            out.append(Finding("warn", "statusline", f"{path}: the status line runs another installation ({exe})", fix))
+        else:
+            out.append(Finding("ok", "statusline", f"{path}: {sl['command']}"))
+    return out
 
 
 def check_hooks(project_dir: str | None = None) -> list[Finding]:
@@ -275,11 +336,14 @@ def run_checks(sock: str, project_dir: str | None = None, platform: str | None =
     out += check_daemon(sock, kind, svc_installed)
     out += check_config()
     out += check_hooks(project_dir)
+    out += check_commands()
+    out += check_statusline(project_dir)
     out += svc
     plugin, settings_hooks = install_kinds(project_dir)
     if plugin and settings_hooks:
-        out.append(Finding("warn", "hooks", "both the ctxlifed plugin and `ctxlifectl install` hooks are active:"
-                           " every event reaches the daemon twice", "ctxlifectl uninstall (or disable the plugin)"))
+        out.append(Finding("FAIL", "hooks", "both the ctxlifed plugin and `ctxlifectl install` hooks are active:"
+                           " every event and every briefing reaches Claude Code twice",
+                           "ctxlifectl uninstall (or disable the plugin)"))
     if plugin and not settings_hooks and not svc_installed:
         out.append(Finding("warn", "service", "the plugin's hooks run the system python3, which cannot start the daemon"
                            " on demand: run it as a service", "ctxlifectl service install"))

@@ -1,4 +1,4 @@
-"""Registration point for the Claude Code integration commands (install, statusline, service, doctor).
+"""Registration point for the Claude Code integration commands (install, plugin, statusline, service, doctor).
 
 Rules:
 - Each command lives in its own module with a ``register(sub, add)``; all are stdlib-only and never
@@ -11,9 +11,10 @@ from typing import Any
 
 
 def register(sub: Any, add: Any) -> None:
-    from . import doctor, install, service, statusline
+    from . import doctor, install, plugin, service, statusline
 
     install.register(sub, add)
+    plugin.register(sub, add)
     statusline.register(sub, add)
     service.register(sub, add)
     doctor.register(sub, add)

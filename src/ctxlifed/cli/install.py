@@ -17,6 +17,10 @@ Rules:
   SIGTERM. So events whose answer matters, or that come last in a session (Stop, SessionEnd), or
   that must finish before Claude Code goes on (PreCompact), are synchronous; only mid-session
   ingest-only events are async.
+- Never both: when the ctxlifed plugin is enabled in any scope, install refuses (every hook and
+  briefing would run twice) unless asked with ``--with-plugin``.
+- A status line of ours always follows the interpreter doing the install (a reinstall from another
+  venv must not leave it pointing at the old one), even without ``--statusline``.
 - Stdlib only; never imports the server side.
 """
 
@@ -248,8 +252,10 @@ def merge(data: dict[str, Any], python: str, shim: str, *, statusline: str | Non
         left.insert(pos, hook_group(spec, python, shim))
         hooks[spec.event] = left
     new["hooks"] = hooks
+    cur = new.get("statusLine")
+    if statusline_is_ours(cur) and cur != statusline_entry(python):
+        new["statusLine"] = statusline_entry(python)  # ours, from another interpreter: follow this install
     if statusline:
-        cur = new.get("statusLine")
         mine = statusline_entry(python)
         if cur is None or statusline_is_ours(cur):
             new["statusLine"] = mine
@@ -302,6 +308,19 @@ def installed_handlers(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
                 if is_ours(h):
                     out.setdefault(ev, []).append(h)
     return out
+
+
+def plugin_enabled(data: dict[str, Any]) -> bool:
+    """Whether a settings object enables the ctxlifed plugin (from any marketplace)."""
+    ep = data.get("enabledPlugins")
+    return isinstance(ep, dict) and any(isinstance(k, str) and k.split("@")[0] == "ctxlifed" and v for k, v in ep.items())
+
+
+def _plugin_enabled_in(path: str) -> bool:
+    try:
+        return plugin_enabled(read_settings(path)[1])
+    except SettingsError:
+        return False
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -386,6 +405,13 @@ def cmd_install(ns: argparse.Namespace, sock: str) -> int:
     except SettingsError as exc:
         print(f"ctxlifectl install: {exc}", file=sys.stderr)
         return 1
+    plugin_at = [p for _s, p in all_settings_paths(ns.project_dir) if _plugin_enabled_in(p)]
+    if plugin_at and not ns.with_plugin:
+        print("ctxlifectl install: the ctxlifed plugin is enabled in " + ", ".join(plugin_at)
+              + "; installing the hooks as well would send every event and every briefing twice. Nothing was"
+              " written. Disable the plugin (claude plugin disable ctxlifed@ctxlifed-local) and run this again,"
+              " or pass --with-plugin to install anyway.", file=sys.stderr)
+        return 1
     mode = "replace" if ns.replace_statusline else ("add" if ns.statusline else None)
     new_obj, notes = merge(data, python, shim, statusline=mode)
     new = render(new_obj)
@@ -421,8 +447,11 @@ def cmd_install(ns: argparse.Namespace, sock: str) -> int:
     print(f"  shim        {shim}")
     if bak:
         print(f"  backup      {bak}")
-    if mode and statusline_is_ours(new_obj.get("statusLine")):
-        print("  status line ctxlifectl statusline")
+    if statusline_is_ours(new_obj.get("statusLine")):
+        print(f"  status line {new_obj['statusLine']['command']}")
+    from ..runtime.ctl import ctl_command
+
+    print(f"  commands    {ctl_command()} (the path ctxlifed's briefings name)")
     for n in notes:
         print(f"  {n}")
     if ns.scope == "project":
@@ -477,4 +506,6 @@ def register(sub: Any, add: Any) -> None:
         if name == "install":
             p.add_argument("--statusline", action="store_true", help="also wire `ctxlifectl statusline` in (keeps yours)")
             p.add_argument("--replace-statusline", action="store_true", help="use ctxlifed's status line even if you have one")
+            p.add_argument("--with-plugin", action="store_true",
+                           help="install even though the ctxlifed plugin is enabled (every event is then sent twice)")
         p.set_defaults(fn=fn)
