@@ -110,3 +110,27 @@ def run_shim(payload: bytes | str | dict[str, Any], env: dict[str, str], timeout
 def load_hooks(run: str) -> list[dict[str, Any]]:
     path = FIXTURES / "runs" / run / "hooks.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+
+_E2E_SKIPPED: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "tests/e2e/" in str(getattr(r, "nodeid", "")).replace(os.sep, "/")]
+    if skipped:
+        longrepr = getattr(skipped[0], "longrepr", None)
+        reason = str(longrepr[2]).removeprefix("Skipped: ") if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        _E2E_SKIPPED[:] = [str(len(skipped)), reason]
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """Say it as the run's last words when the end-to-end tests with the real Claude Code CLI were skipped."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if not _E2E_SKIPPED or tr is None:
+        return
+    n, reason = _E2E_SKIPPED
+    tr.write_line(f"NOTE: {n} end-to-end tests with the real Claude Code CLI were skipped: {reason}", yellow=True, bold=True)
+    tr.write_line("      Run them with `.ci/run` (it installs the pinned CLI into .cache/claude-code), or set "
+                  "CTXLIFED_CLAUDE_BIN to a Claude Code 2.1.328 binary and run `make test`.", yellow=True)

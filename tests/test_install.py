@@ -338,7 +338,7 @@ def test_wheel_carries_shim_and_plugin(tmp_path: Path) -> None:
             assert n in names, n
         site = tmp_path / "site"
         z.extractall(site)
-    # An installed wheel (pipx install ctxlifed) installs hooks that point into itself.
+    # An installed wheel (pipx install dist/ctxlifed-*.whl) installs hooks that point into itself.
     home = tmp_path / "h"
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "CTXLIFED_DATA_DIR": str(tmp_path / "d"),
            "PYTHONPATH": str(site) + os.pathsep + os.pathsep.join(p for p in sys.path if "site-packages" in p)}

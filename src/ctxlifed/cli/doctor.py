@@ -51,7 +51,7 @@ def check_python() -> list[Finding]:
     ver = f"{v.major}.{v.minor}.{v.micro}"
     if (v.major, v.minor) < MIN_PYTHON:
         return [Finding("FAIL", "python", f"Python {ver} is too old (need 3.11+)",
-                        "pipx install --python python3.11 ctxlifed")]
+                        "pipx install --python python3.12 . (in the ctxlifed checkout)")]
     return [Finding("ok", "python", f"Python {ver} ({sys.executable})")]
 
 
@@ -63,7 +63,7 @@ def check_sqlite() -> list[Finding]:
             conn.execute("CREATE VIRTUAL TABLE f USING fts5(x)")
         except sqlite3.OperationalError as exc:
             return [Finding("FAIL", "sqlite", f"SQLite {ver} has no FTS5 ({exc}); the archive cannot be searched",
-                            "use a Python built with a newer SQLite, e.g. pipx install --python python3.12 ctxlifed")]
+                            "use a Python built with a newer SQLite, e.g. pipx install --python python3.12 . (in the ctxlifed checkout)")]
         try:
             conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')")
         except sqlite3.OperationalError:
