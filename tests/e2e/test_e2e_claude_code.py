@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 from collections import Counter
@@ -267,21 +268,25 @@ def test_installed_with_ctxlifectl_into_a_temporary_home_like_a_user(cc_bare: Cl
 
 # -- plugin -----------------------------------------------------------------------------------------
 def test_plugin_dir_hooks_and_recall_command(cc_bare: ClaudeEnv) -> None:
+    """The plugin as `ctxlifectl plugin` writes it works with a PATH that holds no ctxlifectl."""
     cc = cc_bare
     cc.daemon.start()
-    plugin = str(Path(__file__).resolve().parents[2] / "clients" / "claude-code")
-    a = cc.run("Write the parser and check it", TOOLS_SCRIPT, args=("--plugin-dir", plugin))
+    plugin = str(cc.base / "plugin")
+    cc.ctl("plugin", "--dir", plugin)
+    bare = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+    assert shutil.which("ctxlifectl", path=bare["PATH"]) is None
+    a = cc.run("Write the parser and check it", TOOLS_SCRIPT, args=("--plugin-dir", plugin), env=bare)
     ok(a)
     no_hook_errors(a)
     assert stored(cc, a.session_id) == fired(a)
-    # /ctxlifed:recall runs `ctxlifectl recall` before the prompt reaches the model.
-    path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+    # /ctxlifed:recall runs `<abs>/ctxlifectl recall` before the prompt reaches the model.
     b = cc.run(f"/ctxlifed:recall {BASH_MARK}", {"turns": [{"text": "Found it."}]}, args=("--plugin-dir", plugin),
-               env={"PATH": path})
+               env=bare)
     ok(b)
     (req,) = b.api.of_kind("main")[:1]
     assert "ctxlifed archive results" in req.text()
     assert BASH_MARK in req.text()
+    assert "command not found" not in req.text()
 
 
 def test_recall_id_prints_an_archived_item(cc: ClaudeEnv) -> None:
