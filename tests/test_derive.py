@@ -397,3 +397,64 @@ async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
         assert sorted(t[0][:7] for t in texts) == [f"TURN{i:03d}" for i in range(turns)]
         tg.cancel_scope.cancel()
     assert pauses >= 8 + 3  # between the slices, besides the derivation's own pause points
+
+
+def _image_line(uuid: str, image_bytes: int) -> bytes:
+    """A user record with a pasted screenshot: one line of about ``image_bytes`` of base64."""
+    rec = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": "/p", "sessionId": SID,
+           "version": "2.1.3", "gitBranch": "main", "type": "user",
+           "message": {"role": "user", "content": [
+               {"type": "text", "text": "what is wrong in this screenshot?"},
+               {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO" * (image_bytes // 4)}}]},
+           "uuid": uuid, "timestamp": "2026-11-29T11:12:00.000Z"}
+    return json.dumps(rec, separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.parametrize("image_mb", [0.9, 1.1, 2, 5])
+async def test_a_transcript_line_over_the_read_size_is_skipped_and_reading_goes_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch, image_mb: float) -> None:
+    """A pasted screenshot puts MBs on one transcript line. It used to stop the cursor for good once
+    it was over MAX_TRANSCRIPT_READ (the read size equalled the line cap, so the skip was never
+    reached): the context stayed at its old figure and later turns were never archived. Now the
+    line is skipped and the next event reads on: the context is the next response's, its text archived."""
+    tr = _transcript(rig, monkeypatch, "shot.jsonl")
+    _write_turns(tr, 3, "before the screenshot", 20_000, 500)  # last context 21,000
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        st = rig.svc.sessions[SID]
+        assert st.context_tokens == 21_000
+        with tr.open("ab") as f:
+            f.write(_image_line("img-1", int(image_mb * (1 << 20))))
+            f.write(_assistant_line(7, "AFTERSHOT the button is misaligned", 170_000))
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="and now?", transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        assert st.cursor.offset == tr.stat().st_size and not st.cursor.skipping
+        assert st.context_tokens == 170_000
+        assert rig.db("SELECT count(*) FROM archive WHERE text LIKE 'AFTERSHOT%'") == [(1,)]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_transcript_rewritten_to_a_larger_size_is_read_again_from_the_start(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transcript replaced by a longer one (rewritten in place or renamed over) used to be read on
+    from the old offset: the middle of the new file, so most of its lines were lost. The bytes before
+    the offset no longer match what was read there: the new file is read from its start."""
+    tr = _transcript(rig, monkeypatch, "rewritten.jsonl")
+    _write_turns(tr, 40, "OLDTEXT of the first version", 10_000, 10)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        st = rig.svc.sessions[SID]
+        old_size = tr.stat().st_size
+        assert st.cursor.offset == old_size
+        new = b"".join(_assistant_line(1000 + i, f"NEW{i:02d} rewritten text", 50_000 + i) for i in range(80))
+        assert len(new) > old_size
+        tr.write_bytes(new)  # in place: same inode, larger
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        got = rig.db("SELECT count(*) FROM archive WHERE text LIKE 'NEW%'")[0][0]
+        assert got == 80
+        assert st.cursor.offset == len(new)
+        assert st.context_tokens == 50_000 + 79
+        tg.cancel_scope.cancel()

@@ -11,6 +11,8 @@ Rules:
   error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
 - Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
   without storing anything again.
+- A spool line is decoded like a request: a lone surrogate or bytes that are not UTF-8 become U+FFFD
+  and the event is stored; only a line that is not JSON at all is skipped.
 - Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
   from the store.
 """
@@ -36,6 +38,7 @@ from ..core import budget as B
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
+from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..core.paths import validate_session_id
 from ..core.recall_query import RecallQueryError, parse_recall
@@ -807,7 +810,7 @@ class Service:
                 if not line:
                     continue
                 try:
-                    rec = msgspec.json.decode(line)
+                    rec = _decode_spool_line(line)
                     payload = rec["payload"]
                     if not isinstance(payload, dict):
                         continue
@@ -827,6 +830,18 @@ class Service:
         if n:
             log.info("spool_ingested", events=n)
         return n
+
+
+def _decode_spool_line(line: bytes) -> Any:
+    """One spool line; text that is not valid Unicode (a lone surrogate, bytes that are not UTF-8:
+    the shim writes what Claude Code gave it) is decoded with U+FFFD, as over the socket."""
+    try:
+        return msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        fixed = repair_json_text(line)
+        if fixed is None:
+            raise
+        return msgspec.json.decode(fixed)
 
 
 def near_autocompact(b: B.Budget) -> bool:
