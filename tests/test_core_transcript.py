@@ -793,7 +793,8 @@ def test_module_is_pure(module: str) -> None:
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
-    assert imported <= {"__future__", "functools", "re", "math", "datetime", "typing", "msgspec", "ctxlifed.core.model", "ctxlifed.core.commands"}
+    assert imported <= {"__future__", "functools", "re", "math", "datetime", "typing", "msgspec", "ctxlifed.core.model", "ctxlifed.core.commands",
+                        "ctxlifed.core.jsontext"}
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     assert not calls & {"open", "print", "input", "exec", "eval", "__import__"}
     assert ast.get_docstring(tree) and "Rules:" in (ast.get_docstring(tree) or "")

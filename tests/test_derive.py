@@ -14,6 +14,7 @@ import anyio
 import msgspec
 import pytest
 
+from ctxlifed.core import transcript as T
 from ctxlifed.protocol import _methods as M
 from ctxlifed.runtime.config import load
 from ctxlifed.runtime.paths import Paths
@@ -298,7 +299,8 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
         reads.clear()
         rig.svc.start_deriver()
         assert await rig.svc.backlog.wait(None, 30)
-        assert reads[:5] and all(n <= APP.INLINE_READ for n in reads[:5])  # the five catching up
+        # the five catching up (each read starts with the cursor's anchor, the bytes before its offset)
+        assert reads[:5] and all(n <= APP.INLINE_READ + T.ANCHOR for n in reads[:5])
         st = rig.svc.sessions[SID]
         assert st.cursor.offset == tr.stat().st_size  # the last one read the rest
         assert st.context_tokens == 40_000 + (turns - 1) * 100  # input + cache (the last turn)
