@@ -460,3 +460,32 @@ async def test_a_transcript_rewritten_to_a_larger_size_is_read_again_from_the_st
         assert st.cursor.offset == len(new)
         assert st.context_tokens == 50_000 + 79
         tg.cancel_scope.cancel()
+
+
+async def test_an_assistant_line_over_the_read_size_still_counts_its_usage(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A response that writes a 2 MB file is one line over MAX_TRANSCRIPT_READ: it is skipped, but its
+    usage is read from its head and tail, so the context figure is its own (it stayed at the old one)."""
+    tr = _transcript(rig, monkeypatch, "bigwrite.jsonl")
+    _write_turns(tr, 3, "before the big write", 20_000, 500)
+    rec = {"parentUuid": "p", "isSidechain": False, "userType": "external", "cwd": "/p", "sessionId": SID,
+           "message": {"model": "claude-opus-5-5", "id": "msg_BIGWRITE", "type": "message", "role": "assistant",
+                       "content": [{"type": "tool_use", "id": "toolu_big", "name": "Write",
+                                    "input": {"file_path": "/p/data.json", "content": "0123456789" * (200 << 10)}}],
+                       "stop_reason": "tool_use",
+                       "usage": {"input_tokens": 4, "cache_creation_input_tokens": 2_000, "cache_read_input_tokens": 168_000,
+                                 "output_tokens": 600_000}},
+           "type": "assistant", "uuid": "u-big", "timestamp": "2026-11-29T11:13:00.000Z"}
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        st = rig.svc.sessions[SID]
+        assert st.context_tokens == 21_000
+        with tr.open("ab") as f:
+            f.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+        await rig.svc.hook(rig.payload("PostToolUse", tool_name="Write", tool_use_id="toolu_big",
+                                       tool_input={"file_path": "/p/data.json"}, tool_response={}, transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        assert st.cursor.offset == tr.stat().st_size
+        assert st.context_tokens == 4 + 2_000 + 168_000
+        tg.cancel_scope.cancel()

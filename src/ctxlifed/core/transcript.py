@@ -851,10 +851,14 @@ class _State:
 
 # --------------------------------------------------------------------------- over-long lines
 
-_MESSAGE_KEY = b'"message":{'
-_USAGE_KEY = b'"usage":{'
+# Whitespace-tolerant: Claude Code writes compact JSON, other writers may not.
+_MESSAGE_KEY = re.compile(rb'"message"\s*:\s*\{')
+_USAGE_KEY = re.compile(rb'"usage"\s*:\s*\{')
+_CONTENT_KEY = re.compile(rb'"content"\s*:')
+_SIDECHAIN = re.compile(rb'"isSidechain"\s*:\s*true')
+_ROLE_ASSISTANT = re.compile(rb'"role"\s*:\s*"assistant"')
 _FIELD_RES = {
-    key: re.compile(rb'"' + key.encode() + rb'":"((?:[^"\\]|\\.){1,256})"')
+    key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
     for key in ("model", "id", "timestamp", "requestedModel")
 }
 
@@ -898,28 +902,31 @@ def _oversized_response(head: bytes, tail: bytes) -> tuple[str | None, str | Non
     head and tail; None when they do not show one. Claude Code writes the top-level fields, then
     ``message`` (model, id, type, role, then content: the big part, then usage), then ``type``,
     ``uuid`` and ``timestamp``."""
-    m = head.find(_MESSAGE_KEY)
-    if m < 0:
+    m = _MESSAGE_KEY.search(head)
+    if m is None:
         return None
-    top = head[:m]
-    if b'"isSidechain":true' in top:
+    top = head[: m.start()]
+    if _SIDECHAIN.search(top):
         return None
-    msg_head = head[m + len(_MESSAGE_KEY) :]
-    c = msg_head.find(b'"content":')
-    msg_head = msg_head[:c] if c >= 0 else msg_head
-    if b'"role":"assistant"' not in msg_head:
+    msg_head = head[m.end() :]
+    c = _CONTENT_KEY.search(msg_head)
+    msg_head = msg_head[: c.start()] if c else msg_head
+    if not _ROLE_ASSISTANT.search(msg_head):
         return None
-    u = tail.rfind(_USAGE_KEY)  # the message's usage follows its content: the last one in the line
-    if u < 0:
-        return None
-    raw = _object_at(tail, u + len(_USAGE_KEY) - 1)
+    raw, end = None, 0
+    for u in _USAGE_KEY.finditer(tail):  # the message's usage follows its content: the last one not
+        if u.start() < end:  # nested in the one before
+            continue
+        obj = _object_at(tail, u.end() - 1)
+        if obj is not None:
+            raw, end = obj, u.end() - 1 + len(obj)
     if raw is None:
         return None
     try:
         usage = _ANY_DECODER.decode(raw)
     except msgspec.DecodeError:
         return None
-    after = tail[u + len(_USAGE_KEY) - 1 + len(raw) :]
+    after = tail[end:]
     ts = _ts(_field("timestamp", after) or _field("timestamp", top))
     requested = _field("requestedModel", after) or _field("requestedModel", top)
     return _field("model", msg_head), requested, _field("id", msg_head), usage, ts
