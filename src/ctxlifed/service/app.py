@@ -542,7 +542,7 @@ class Service:
             offset = 0
             if not restarted:
                 raw, size, _r = files.read_from(real, 0, INLINE_READ)
-            data = raw
+            data = raw[:INLINE_READ]
         sliced = behind > 0 and size - offset <= behind * INLINE_READ + MAX_TRANSCRIPT_READ and b"\n" in data
         if len(data) == INLINE_READ and size > offset + INLINE_READ and not sliced:
             more, size, _r = await anyio.to_thread.run_sync(
