@@ -902,3 +902,33 @@ def test_the_anchor_tells_a_rewritten_file_from_a_grown_one() -> None:
     c, _d = feed(c, b"\n")
     assert c.anchor == b"{}\n\n" and tr.resume(c, b"{}\n\nnext") == b"next"
     assert tr.resume(TranscriptCursor(), b"anything") == b"anything"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_overlong_lines_in_random_splits_count_what_one_feed_counts(seed: int) -> None:
+    """Normal and over-long responses, users and sidechain lines fed as a file growing at random points:
+    the usages, skips and final cursor equal those of one whole feed (head and tail are carried exactly)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(30):
+        k = rng.randrange(4)
+        if k == 0:
+            lines.append(_big_assistant(rng.randrange(500, 30_000), compact=rng.random() < 0.5,
+                                        usage={"input_tokens": i, "cache_read_input_tokens": 1000 * i, "output_tokens": 1})
+                         .replace(b"msg_BIG", f"msg_B{i}".encode()))
+        elif k == 1:
+            lines.append(_asst(f"a{i}", f"msg_{i}", [{"type": "text", "text": "t" * rng.randrange(10, 900)}],
+                               usage={"input_tokens": i, "output_tokens": 2}))
+        elif k == 2:
+            lines.append(_user(f"u{i}", "p" * rng.randrange(10, 5000)))
+        else:
+            lines.append(_big_assistant(rng.randrange(500, 9000), sidechain=True))
+    data = b"".join(lines)
+    whole = _Fold()
+    cursor, d = feed(TranscriptCursor(), data, final=True, max_line=150)
+    whole.add(d)
+    assert whole.skipped > 5 and len(whole.usages) > 5
+    cuts = sorted(rng.sample(range(1, len(data)), k=200))
+    grown_cursor, grown = _grow(data, cuts, max_line=150)
+    assert grown.key() == whole.key()
+    assert grown_cursor == cursor

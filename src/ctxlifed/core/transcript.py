@@ -932,6 +932,13 @@ def _oversized_response(head: bytes, tail: bytes) -> tuple[str | None, str | Non
     return _field("model", msg_head), requested, _field("id", msg_head), usage, ts
 
 
+def _keep_head(previous: bytes, data: bytes) -> bytes:
+    """The first OVERSIZED_HEAD bytes of ``previous + data``."""
+    if len(previous) >= OVERSIZED_HEAD:
+        return previous
+    return previous + data[: OVERSIZED_HEAD - len(previous)]
+
+
 def _keep_tail(previous: bytes, data: bytes) -> bytes:
     """The last OVERSIZED_TAIL bytes of ``previous + data``."""
     if len(data) >= OVERSIZED_TAIL:
@@ -990,15 +997,17 @@ def feed(
     if cursor.skipping:  # discard the rest of an over-long line
         nl = data.find(b"\n")
         if nl < 0:
-            tail = _keep_tail(cursor.skip_tail, data)
+            head, tail = _keep_head(cursor.skip_head, data), _keep_tail(cursor.skip_tail, data)
             if not final:
                 return msgspec.structs.replace(
-                    cursor, offset=cursor.offset + n, anchor=_anchor(cursor.anchor, data, n), skip_tail=tail
+                    cursor, offset=cursor.offset + n, anchor=_anchor(cursor.anchor, data, n), skip_head=head,
+                    skip_tail=tail,
                 ), TranscriptDelta()
-            state.oversized(cursor.skip_head, tail)
+            state.oversized(head, tail)
             state.delta.skipped = 1
             return state.cursor(cursor.offset + n, False, _anchor(cursor.anchor, data, n)), state.finish()
-        state.oversized(cursor.skip_head, _keep_tail(cursor.skip_tail, data[:nl]))
+        head = _keep_head(cursor.skip_head, data[: min(nl, OVERSIZED_HEAD)])
+        state.oversized(head, _keep_tail(cursor.skip_tail, data[max(0, nl - OVERSIZED_TAIL) : nl]))
         state.delta.skipped = 1
         pos = nl + 1
     end = max(data.rfind(b"\n") + 1, pos)
@@ -1015,15 +1024,18 @@ def feed(
                 _line(state, line)
     consumed, skipping, head, kept = end, False, b"", b""
     if tail:
-        rest = data[end:]
+        over = tail > max_line
+        if over:  # its head and tail: scanned now (final) or carried while the rest is skipped
+            head, kept = data[end : end + OVERSIZED_HEAD], data[max(end, n - OVERSIZED_TAIL) :]
         if final:
-            if tail > max_line:
-                state.oversized(rest[:OVERSIZED_HEAD], rest[-OVERSIZED_TAIL:])
+            if over:
+                state.oversized(head, kept)
                 state.delta.skipped += 1
+                head, kept = b"", b""
             else:
-                _line(state, rest)
+                _line(state, data[end:])
             consumed = n
-        elif tail > max_line:
-            consumed, skipping, head, kept = n, True, rest[:OVERSIZED_HEAD], rest[-OVERSIZED_TAIL:]
+        elif over:
+            consumed, skipping = n, True
     anchor = _anchor(cursor.anchor, data, consumed)
     return state.cursor(cursor.offset + consumed, skipping, anchor, head, kept), state.finish()
