@@ -96,7 +96,9 @@ def _hook_call(prompt: bytes) -> bytes:
     (b"\\ude00\\ud83d reversed", "\ufffd\ufffd reversed"),
     (b"whole \\ud83d\\ude00 pair", "whole \U0001f600 pair"),  # a valid pair is untouched
     (b"escaped \\\\ud83d backslash", "escaped \\ud83d backslash"),  # text, not an escape
-    (b"raw \xed\xa0\xbd surrogate", "raw \ufffd\ufffd\ufffd surrogate"),  # Python's surrogatepass
+    (b"raw \xed\xa0\xbd surrogate", "raw \ufffd surrogate"),  # Python's surrogatepass: one U+FFFD
+    (b"raw \xed\xa0\xbd\xed\xb8\x80 pair", "raw \U0001f600 pair"),  # a surrogatepass pair: its character
+    (b"mixed \xed\xa0\xbd \xff", "mixed \ufffd\ufffd\ufffd \ufffd"),  # with other bad bytes: one per byte
     (b"bad \xff\xfe utf8", "bad \ufffd\ufffd utf8"),
 ])
 def test_hook_text_that_is_not_valid_unicode_is_decoded_with_replacement(prompt: bytes, want: str) -> None:

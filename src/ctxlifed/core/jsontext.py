@@ -6,7 +6,7 @@ Rules:
 - Two faults are repaired, nothing else: a ``\\uD800``-``\\uDFFF`` escape that is not one half of a
   pair (``JSON.stringify`` emits one when it cuts an emoji in two) becomes ``\\uFFFD``
   (:func:`repair_surrogates`); bytes that are not UTF-8 become U+FFFD (:func:`repair_utf8`, Python's
-  ``"replace"``). A valid pair, an escaped backslash (``\\\\ud83d`` is text, not an escape) and every
+  ``"replace"``; a surrogate written as UTF-8 bytes is one U+FFFD, a pair of them its character). A valid pair, an escaped backslash (``\\\\ud83d`` is text, not an escape) and every
   other escape are left as they are, so text that is not JSON for another reason stays not JSON.
 - Each function returns ``None`` when it changed nothing: the caller then reports the strict error.
 - Bounded: one linear pass over the input.
@@ -40,12 +40,20 @@ def repair_surrogates(data: bytes) -> bytes | None:
 
 
 def repair_utf8(data: bytes) -> bytes | None:
-    """``data`` with every byte sequence that is not UTF-8 replaced by U+FFFD; None if it was UTF-8."""
+    """``data`` with every byte sequence that is not UTF-8 replaced by U+FFFD; None if it was UTF-8.
+    Surrogates written as UTF-8 bytes (Python's ``surrogatepass``: what the shim writes when it
+    re-encodes a payload that held a lone one) count one U+FFFD each, and a pair of them is joined
+    into its character."""
     try:
         data.decode("utf-8")
+        return None
     except UnicodeDecodeError:
+        pass
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # other invalid bytes: one U+FFFD per bad byte
         return data.decode("utf-8", "replace").encode("utf-8")
-    return None
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace").encode("utf-8")
 
 
 def repair(data: bytes) -> bytes | None:

@@ -75,7 +75,7 @@ from typing import Any, Literal
 import msgspec
 
 from ctxlifed.core.commands import is_test_command
-from ctxlifed.core.jsontext import repair_surrogates
+from ctxlifed.core.jsontext import repair_surrogates, repair_utf8
 from ctxlifed.core.model import Element, Kind, Usage, estimate_tokens
 
 __all__ = [
@@ -961,10 +961,7 @@ def _line(state: _State, line: bytes) -> None:
     if not line or line.isspace():
         return
     if not line.isascii():
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            line = line.decode("utf-8", "replace").encode("utf-8")
+        line = repair_utf8(line) or line
     try:
         try:
             rec = _REC_DECODER.decode(line)
