@@ -927,6 +927,8 @@ def _oversized_response(head: bytes, tail: bytes) -> tuple[str | None, str | Non
     except msgspec.DecodeError:
         return None
     after = tail[end:]
+    if _SIDECHAIN.search(after):  # written after the message by another writer
+        return None
     ts = _ts(_field("timestamp", after) or _field("timestamp", top))
     requested = _field("requestedModel", after) or _field("requestedModel", top)
     return _field("model", msg_head), requested, _field("id", msg_head), usage, ts

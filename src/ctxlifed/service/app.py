@@ -71,7 +71,7 @@ TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.COD
 MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late never stalls a hook:
 # the rest is read on the next events (a line longer than this is skipped; hooks archived its content,
 # and its usage is counted from its head and tail)
-SKIP_READS = 32  # reads an event may spend discarding one over-long line (32 MB of screenshot)
+SKIP_READS = 32  # reads (of up to MAX_TRANSCRIPT_READ) an event may spend getting past one over-long line
 INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
 FOLD_SLICE = 64 << 10  # a larger read is parsed and folded this much at a time, pausing in between
 # A derivation with more of its session's jobs queued behind it (catching up after a burst) reads at
