@@ -793,7 +793,142 @@ def test_module_is_pure(module: str) -> None:
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
-    assert imported <= {"__future__", "functools", "re", "math", "datetime", "typing", "msgspec", "ctxlifed.core.model", "ctxlifed.core.commands"}
+    assert imported <= {"__future__", "functools", "re", "math", "datetime", "typing", "msgspec", "ctxlifed.core.model", "ctxlifed.core.commands",
+                        "ctxlifed.core.jsontext"}
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     assert not calls & {"open", "print", "input", "exec", "eval", "__import__"}
     assert ast.get_docstring(tree) and "Rules:" in (ast.get_docstring(tree) or "")
+
+
+# --------------------------------------------------------------------------- over-long lines, surrogates, rewrites
+
+_BIG_USAGE = {"input_tokens": 7, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 169_000,
+              "output_tokens": 12, "cache_creation": {"ephemeral_5m_input_tokens": 1000},
+              "server_tool_use": {"web_search_requests": 0}, "iterations": []}
+
+
+def _big_assistant(size: int, *, sidechain: bool = False, compact: bool = True, usage: dict[str, Any] | None = None) -> bytes:
+    """An assistant response as Claude Code writes it (top-level fields, message: model, id, role,
+    content, usage; then type, uuid, timestamp) with ``size`` bytes of file content inside a tool call."""
+    rec = {"parentUuid": "p", "isSidechain": sidechain, "userType": "external", "cwd": "/p", "sessionId": "s",
+           "message": {"model": "claude-opus-5-5", "id": "msg_BIG", "type": "message", "role": "assistant",
+                       "content": [{"type": "tool_use", "id": "toolu_w", "name": "Write",
+                                    "input": {"file_path": "/p/a.b64", "content": "QUJD" * (size // 4),
+                                              "note": 'a "usage": {"input_tokens": 999} inside a string'}}],
+                       "stop_reason": "tool_use", "usage": usage or _BIG_USAGE},
+           "requestId": "req_1", "requestedModel": "claude-opus-5-5[1m]", "type": "assistant", "uuid": "big-u",
+           "timestamp": "2026-01-02T03:04:09Z"}
+    seps = (",", ":") if compact else (", ", ": ")
+    return json.dumps(rec, separators=seps).encode() + b"\n"
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_an_overlong_assistant_line_still_counts_its_usage(compact: bool) -> None:
+    """A response line over max_line (a 2 MB file written, an image) is skipped, but its usage, model and
+    message id are read from its head and tail: the context figure moves to it (it stayed behind)."""
+    small = _asst("s1", "msg_S", [{"type": "text", "text": "before"}], usage={"input_tokens": 21_000, "output_tokens": 1})
+    big = _big_assistant(20_000, compact=compact)
+    data = small + big
+    _, d = feed(TranscriptCursor(), data, max_line=10_000)
+    assert d.skipped == 1
+    assert [u.message_id for u in d.usages] == ["msg_S", "msg_BIG"]
+    assert d.last_usage is not None and d.last_usage.context_tokens == 7 + 1000 + 169_000
+    assert d.model == "claude-opus-5-5[1m]" and d.last_usage.ts == 1767323049.0
+    assert context_after(d, None) == 170_007
+    # the same bytes in reads smaller than the line: skipped as it streams, the usage still counted
+    cursor, fold = _grow(data, range(97, len(data), 4093), max_line=10_000)
+    assert cursor.offset == len(data) and not cursor.skipping and fold.skipped == 1
+    assert fold.last_usage is not None and fold.last_usage.message_id == "msg_BIG"
+    assert fold.last_usage.context_tokens == 170_007
+    assert len(cursor.skip_head) == 0 and len(cursor.skip_tail) == 0  # dropped once the line ended
+
+
+def test_overlong_lines_that_show_no_main_chain_usage_count_none() -> None:
+    """A sidechain response, a user line with a pasted image, and a line cut before its usage add no usage."""
+    image = _user("img", [{"type": "text", "text": "see"}, {"type": "image", "source": {"data": "iVBO" * 5000}}])
+    side = _big_assistant(20_000, sidechain=True)
+    cut = _big_assistant(20_000)[:15_000] + b"\n"
+    for line in (image, side, cut):
+        _, d = feed(TranscriptCursor(), line, max_line=10_000)
+        assert d.skipped == 1 and d.usages == [] and d.last_usage is None
+
+
+def test_skipping_state_stays_bounded() -> None:
+    """While a multi-MB line streams by, the cursor holds at most OVERSIZED_HEAD + OVERSIZED_TAIL bytes of it."""
+    big = _big_assistant(3 << 20)
+    c = TranscriptCursor()
+    for pos in range(1 << 20, len(big), 1 << 20):
+        c, _d = feed(c, big[c.offset : pos], max_line=(1 << 20) - 1)
+        assert c.skipping and len(c.skip_head) <= tr.OVERSIZED_HEAD and len(c.skip_tail) <= tr.OVERSIZED_TAIL
+    c, d = feed(c, big[c.offset :], max_line=(1 << 20) - 1)
+    assert not c.skipping and d.skipped == 1 and d.last_usage is not None and d.last_usage.message_id == "msg_BIG"
+
+
+def test_a_read_of_exactly_max_line_bytes_with_no_newline_waits() -> None:
+    """The caller's contract: a partial line of max_line bytes may still end; one byte more is over-long.
+    (The daemon reads MAX_TRANSCRIPT_READ and passes max_line = MAX_TRANSCRIPT_READ - 1, so a line it
+    cannot see whole is always over-long: with the two equal it waited for good.)"""
+    c, d = feed(TranscriptCursor(), b"y" * 100, max_line=100)
+    assert c.offset == 0 and not c.skipping
+    c, d = feed(TranscriptCursor(), b"y" * 100, max_line=99)
+    assert c.offset == 100 and c.skipping
+
+
+@pytest.mark.parametrize(("escaped", "want"), [
+    ("cut \\ud83d", "cut \ufffd"),
+    ("\\udfff first", "\ufffd first"),
+    ("pair \\ud83d\\ude00 kept", "pair \U0001f600 kept"),
+])
+def test_a_lone_surrogate_escape_is_replaced_not_skipped(escaped: str, want: str) -> None:
+    """Node's JSON.stringify writes a lone surrogate when it cuts an emoji; the line was skipped."""
+    raw = b'{"type":"user","uuid":"u","message":{"role":"user","content":"' + escaped.encode() + b'"}}\n'
+    _, d = feed(TranscriptCursor(), raw)
+    assert d.skipped == 0 and [e.text for e in d.elements] == [want]
+
+
+def test_the_anchor_tells_a_rewritten_file_from_a_grown_one() -> None:
+    """The cursor keeps the last ANCHOR bytes it consumed; ``resume`` finds them again before the offset
+    of a grown file and does not in a rewritten one (same size or larger)."""
+    lines = [_user(f"u{i}", f"prompt number {i}") for i in range(5)]
+    old = b"".join(lines[:3])
+    c, _d = feed(TranscriptCursor(), old)
+    assert c.anchor == old[-tr.ANCHOR:] and c.offset == len(old)
+    grown = old + lines[3]
+    assert tr.resume(c, grown[c.offset - len(c.anchor):]) == lines[3]
+    rewritten = b"".join(_user(f"n{i}", f"another text {i}") for i in range(9))
+    assert len(rewritten) > len(old) and tr.resume(c, rewritten[c.offset - len(c.anchor):]) is None
+    # anchors shorter than ANCHOR at the start, and carried across feeds that consume less than it
+    c, _d = feed(TranscriptCursor(), b"{}\n")
+    c, _d = feed(c, b"\n")
+    assert c.anchor == b"{}\n\n" and tr.resume(c, b"{}\n\nnext") == b"next"
+    assert tr.resume(TranscriptCursor(), b"anything") == b"anything"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_overlong_lines_in_random_splits_count_what_one_feed_counts(seed: int) -> None:
+    """Normal and over-long responses, users and sidechain lines fed as a file growing at random points:
+    the usages, skips and final cursor equal those of one whole feed (head and tail are carried exactly)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(30):
+        k = rng.randrange(4)
+        if k == 0:
+            lines.append(_big_assistant(rng.randrange(500, 30_000), compact=rng.random() < 0.5,
+                                        usage={"input_tokens": i, "cache_read_input_tokens": 1000 * i, "output_tokens": 1})
+                         .replace(b"msg_BIG", f"msg_B{i}".encode()))
+        elif k == 1:
+            lines.append(_asst(f"a{i}", f"msg_{i}", [{"type": "text", "text": "t" * rng.randrange(10, 900)}],
+                               usage={"input_tokens": i, "output_tokens": 2}))
+        elif k == 2:
+            lines.append(_user(f"u{i}", "p" * rng.randrange(10, 5000)))
+        else:
+            lines.append(_big_assistant(rng.randrange(500, 9000), sidechain=True))
+    data = b"".join(lines)
+    whole = _Fold()
+    cursor, d = feed(TranscriptCursor(), data, final=True, max_line=150)
+    whole.add(d)
+    assert whole.skipped > 5 and len(whole.usages) > 5
+    cuts = sorted(rng.sample(range(1, len(data)), k=200))
+    grown_cursor, grown = _grow(data, cuts, max_line=150)
+    assert grown.key() == whole.key()
+    assert grown_cursor == cursor

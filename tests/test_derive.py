@@ -14,6 +14,7 @@ import anyio
 import msgspec
 import pytest
 
+from ctxlifed.core import transcript as T
 from ctxlifed.protocol import _methods as M
 from ctxlifed.runtime.config import load
 from ctxlifed.runtime.paths import Paths
@@ -298,7 +299,8 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
         reads.clear()
         rig.svc.start_deriver()
         assert await rig.svc.backlog.wait(None, 30)
-        assert reads[:5] and all(n <= APP.INLINE_READ for n in reads[:5])  # the five catching up
+        # the five catching up (each read starts with the cursor's anchor, the bytes before its offset)
+        assert reads[:5] and all(n <= APP.INLINE_READ + T.ANCHOR for n in reads[:5])
         st = rig.svc.sessions[SID]
         assert st.cursor.offset == tr.stat().st_size  # the last one read the rest
         assert st.context_tokens == 40_000 + (turns - 1) * 100  # input + cache (the last turn)
@@ -397,3 +399,93 @@ async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
         assert sorted(t[0][:7] for t in texts) == [f"TURN{i:03d}" for i in range(turns)]
         tg.cancel_scope.cancel()
     assert pauses >= 8 + 3  # between the slices, besides the derivation's own pause points
+
+
+def _image_line(uuid: str, image_bytes: int) -> bytes:
+    """A user record with a pasted screenshot: one line of about ``image_bytes`` of base64."""
+    rec = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": "/p", "sessionId": SID,
+           "version": "2.1.3", "gitBranch": "main", "type": "user",
+           "message": {"role": "user", "content": [
+               {"type": "text", "text": "what is wrong in this screenshot?"},
+               {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO" * (image_bytes // 4)}}]},
+           "uuid": uuid, "timestamp": "2026-11-29T11:12:00.000Z"}
+    return json.dumps(rec, separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.parametrize("image_mb", [0.9, 1.1, 2, 5])
+async def test_a_transcript_line_over_the_read_size_is_skipped_and_reading_goes_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch, image_mb: float) -> None:
+    """A pasted screenshot puts MBs on one transcript line. It used to stop the cursor for good once
+    it was over MAX_TRANSCRIPT_READ (the read size equalled the line cap, so the skip was never
+    reached): the context stayed at its old figure and later turns were never archived. Now the
+    line is skipped and the next event reads on: the context is the next response's, its text archived."""
+    tr = _transcript(rig, monkeypatch, "shot.jsonl")
+    _write_turns(tr, 3, "before the screenshot", 20_000, 500)  # last context 21,000
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        st = rig.svc.sessions[SID]
+        assert st.context_tokens == 21_000
+        with tr.open("ab") as f:
+            f.write(_image_line("img-1", int(image_mb * (1 << 20))))
+            f.write(_assistant_line(7, "AFTERSHOT the button is misaligned", 170_000))
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="and now?", transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        assert st.cursor.offset == tr.stat().st_size and not st.cursor.skipping
+        assert st.context_tokens == 170_000
+        assert rig.db("SELECT count(*) FROM archive WHERE text LIKE 'AFTERSHOT%'") == [(1,)]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_transcript_rewritten_to_a_larger_size_is_read_again_from_the_start(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transcript replaced by a longer one (rewritten in place or renamed over) used to be read on
+    from the old offset: the middle of the new file, so most of its lines were lost. The bytes before
+    the offset no longer match what was read there: the new file is read from its start."""
+    tr = _transcript(rig, monkeypatch, "rewritten.jsonl")
+    _write_turns(tr, 40, "OLDTEXT of the first version", 10_000, 10)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        st = rig.svc.sessions[SID]
+        old_size = tr.stat().st_size
+        assert st.cursor.offset == old_size
+        new = b"".join(_assistant_line(1000 + i, f"NEW{i:02d} rewritten text", 50_000 + i) for i in range(80))
+        assert len(new) > old_size
+        tr.write_bytes(new)  # in place: same inode, larger
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        got = rig.db("SELECT count(*) FROM archive WHERE text LIKE 'NEW%'")[0][0]
+        assert got == 80
+        assert st.cursor.offset == len(new)
+        assert st.context_tokens == 50_000 + 79
+        tg.cancel_scope.cancel()
+
+
+async def test_an_assistant_line_over_the_read_size_still_counts_its_usage(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A response that writes a 2 MB file is one line over MAX_TRANSCRIPT_READ: it is skipped, but its
+    usage is read from its head and tail, so the context figure is its own (it stayed at the old one)."""
+    tr = _transcript(rig, monkeypatch, "bigwrite.jsonl")
+    _write_turns(tr, 3, "before the big write", 20_000, 500)
+    rec = {"parentUuid": "p", "isSidechain": False, "userType": "external", "cwd": "/p", "sessionId": SID,
+           "message": {"model": "claude-opus-5-5", "id": "msg_BIGWRITE", "type": "message", "role": "assistant",
+                       "content": [{"type": "tool_use", "id": "toolu_big", "name": "Write",
+                                    "input": {"file_path": "/p/data.json", "content": "0123456789" * (200 << 10)}}],
+                       "stop_reason": "tool_use",
+                       "usage": {"input_tokens": 4, "cache_creation_input_tokens": 2_000, "cache_read_input_tokens": 168_000,
+                                 "output_tokens": 600_000}},
+           "type": "assistant", "uuid": "u-big", "timestamp": "2026-11-29T11:13:00.000Z"}
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
+        st = rig.svc.sessions[SID]
+        assert st.context_tokens == 21_000
+        with tr.open("ab") as f:
+            f.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+        await rig.svc.hook(rig.payload("PostToolUse", tool_name="Write", tool_use_id="toolu_big",
+                                       tool_input={"file_path": "/p/data.json"}, tool_response={}, transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        assert st.cursor.offset == tr.stat().st_size
+        assert st.context_tokens == 4 + 2_000 + 168_000
+        tg.cancel_scope.cancel()

@@ -554,3 +554,56 @@ def test_fifo_transcript_does_not_wedge_the_session(rdaemon: Any, short_tmp: Pat
         except OSError:
             pass
     assert 2 == answered
+
+
+# -- text that is not valid Unicode: stored with U+FFFD, over the socket and from the spool ---------------------
+_NOT_UNICODE = {  # prompt bytes inside the JSON string -> what the stored prompt must read
+    "lone high surrogate escape": (b"cut emoji \\ud83d", "cut emoji \ufffd"),
+    "lone low surrogate escape": (b"\\ude00 tail", "\ufffd tail"),
+    "surrogate as raw bytes": (b"cesu \xed\xa0\xbd!", "cesu \ufffd!"),  # the shim's surrogatepass
+    "invalid utf-8 byte": (b"bad \xff byte", "bad \ufffd byte"),
+}
+
+
+def _hook_bytes(session: str, prompt: bytes) -> bytes:
+    return (b'{"session_id":"' + session.encode() + b'","cwd":"/tmp/uniproj","hook_event_name":"UserPromptSubmit",'
+            b'"transcript_path":"","prompt":"' + prompt + b'"}')
+
+
+def test_text_that_is_not_valid_unicode_is_stored_with_replacement(rdaemon: Any, figures: Any) -> None:
+    """A hook payload with a lone surrogate (Node's JSON.stringify cutting an emoji) or bytes that are not
+    UTF-8 is answered and stored with U+FFFD in their place, over the socket and from the spool (they got
+    -32700 / -32603 with a traceback, and a spooled copy was skipped). Other methods answer -32602."""
+    d = rdaemon()
+    d.data_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+    spool = b""
+    for i, (name, (raw, _want)) in enumerate(_NOT_UNICODE.items()):
+        spool += b'{"rid":"spool-' + str(i).encode() + b'","ts":1796000000.5,"payload":' + _hook_bytes("uni-spool", raw) + b"}\n"
+    spool += b"not json at all\n"  # still skipped, and the lines after it still read
+    spool += b'{"rid":"spool-last","ts":1796000001.0,"payload":' + _hook_bytes("uni-spool", b"plain") + b"}\n"
+    (d.data_dir / "spool.jsonl").write_bytes(spool)
+    os.chmod(d.data_dir / "spool.jsonl", 0o600)
+    d.start()
+    socket_answers: Counter[str] = Counter()
+    problems = []
+    for i, (name, (raw, want)) in enumerate(_NOT_UNICODE.items()):
+        rid = f"uni-{i}"
+        data = b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","method":"hook","params":' + _hook_bytes("uni-sock", raw) + b"}\n"
+        (r,) = check_reply(json.loads(exchange_raw(d.socket, data)[0]))
+        socket_answers["result" if "result" in r else str(r["error"]["code"])] += 1
+        for source, key in (("socket", rid), ("spool", f"spool-{i}")):
+            rows = query(d.db, "SELECT payload FROM events WHERE rid = ?", (key,))
+            got = json.loads(rows[0][0])["prompt"] if rows else None
+            if got != want:
+                problems.append((name, source, got))
+    spool_last = query(d.db, "SELECT count(*) FROM events WHERE rid = 'spool-last'")[0][0]
+    bad_status = json.loads(exchange_raw(d.socket, b'{"jsonrpc":"2.0","id":9,"method":"status","params":{"session":"\xff"}}\n')[0])
+    figures.record("socket_answers", dict(socket_answers))
+    figures.record("stored_with_replacement", 2 * len(_NOT_UNICODE) - len(problems), n=2 * len(_NOT_UNICODE))
+    figures.record("status_bad_utf8_code", bad_status.get("error", {}).get("code"))
+    assert [] == problems
+    assert {"result": len(_NOT_UNICODE)} == dict(socket_answers)
+    assert 1 == spool_last
+    assert -32602 == bad_status["error"]["code"] and "traceback" not in json.dumps(bad_status).lower()
+    assert not d.log_events("request_failed")
+    assert d.alive()

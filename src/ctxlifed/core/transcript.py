@@ -6,11 +6,22 @@ Rules:
 - Whole lines only: a line is consumed when it ends with ``\\n``; a trailing partial line is left for the
   next call (``offset`` stops before it) unless ``final=True``. A line longer than ``max_line`` is consumed
   and counted in ``skipped``; a partial line already longer than ``max_line`` is consumed too and the rest
-  of it is discarded on later calls (``cursor.skipping``), so memory stays bounded.
+  of it is discarded on later calls (``cursor.skipping``), so memory stays bounded. The caller must pass
+  more than ``max_line`` bytes when it has them (read size > ``max_line``), else such a line is never
+  seen as over-long and the cursor stops before it for good.
+- An over-long line is not parsed, but its usage is still counted (a main-chain ``assistant`` response
+  with its image or file inside): the head (``OVERSIZED_HEAD`` bytes: top-level fields, then
+  ``message``'s role, model and id before its content) and the tail (``OVERSIZED_TAIL`` bytes: the
+  ``"usage":{...}`` object after the content, the timestamp) are scanned, never the whole line. While
+  a line is skipped across calls the cursor carries its head and the latest tail (bounded).
 - Never raises on content: a line that is not JSON, not an object, or has an unknown ``type`` is skipped
   and counted; blank lines are ignored (not counted); known bookkeeping types (``api-request*``,
-  ``queue-operation``, ``last-prompt``, ``progress``, ...) are ignored silently. Invalid UTF-8 is replaced
-  by U+FFFD.
+  ``queue-operation``, ``last-prompt``, ``progress``, ...) are ignored silently. Invalid UTF-8 and lone
+  surrogate escapes (``JSON.stringify`` cutting an emoji) are replaced by U+FFFD (``core.jsontext``, only
+  after the strict decode failed).
+- Rewrites: ``cursor.anchor`` holds the last ``ANCHOR`` bytes consumed. A caller that reads from
+  ``cursor.offset - len(cursor.anchor)`` checks with :func:`resume` that they are still there; when they
+  are not, the file was rewritten or replaced (even by a longer one) and is read again from 0.
 - Main chain only: every record with ``isSidechain: true`` is ignored (subagent work is not in the window).
 - Usage (§5.3): from main-chain ``assistant`` records whose model is not ``<synthetic>``. All records of
   one API response share ``message.id``; the last record per id wins. When ``usage.iterations`` is
@@ -64,6 +75,7 @@ from typing import Any, Literal
 import msgspec
 
 from ctxlifed.core.commands import is_test_command
+from ctxlifed.core.jsontext import repair_surrogates, repair_utf8
 from ctxlifed.core.model import Element, Kind, Usage, estimate_tokens
 
 __all__ = [
@@ -74,6 +86,7 @@ __all__ = [
     "Listing",
     "Marks",
     "marks_of",
+    "resume",
     "PendingTool",
     "SkillUse",
     "TranscriptCursor",
@@ -88,6 +101,9 @@ MAX_PENDING = 512
 MAX_TEXT = 64 * 1024  # characters kept in an element's text
 MAX_SUMMARY = 1024  # characters of a pending call's input summary
 MAX_COMMAND = 4096  # characters of a Bash command kept
+OVERSIZED_HEAD = 4096  # bytes of an over-long line scanned for its record fields and message id
+OVERSIZED_TAIL = 8192  # bytes at its end scanned for its usage object
+ANCHOR = 64  # bytes before the offset that must still be there when reading on
 
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 _FILE_OPS: dict[str, Literal["read", "edit", "write"]] = {
@@ -137,6 +153,9 @@ class TranscriptCursor(msgspec.Struct, frozen=True):
     skipping: bool = False  # inside an over-long line: discard up to the next newline
     pending: tuple[PendingTool, ...] = ()  # unanswered tool calls, oldest first
     skill_hint: str | None = None  # name of a slash command / Skill call awaiting its skill body
+    anchor: bytes = b""  # the last ANCHOR bytes consumed (the file's bytes before ``offset``)
+    skip_head: bytes = b""  # while skipping: the first OVERSIZED_HEAD bytes of the over-long line
+    skip_tail: bytes = b""  # while skipping: the last OVERSIZED_TAIL bytes of it discarded so far
 
 
 class CompactBoundary(msgspec.Struct, frozen=True):
@@ -244,6 +263,16 @@ def context_after(delta: TranscriptDelta, previous: int | None) -> int | None:
     if delta.last_usage is not None:
         return delta.last_usage.context_tokens
     return previous
+
+
+def resume(cursor: TranscriptCursor, data: bytes) -> bytes | None:
+    """``data`` read from ``cursor.offset - len(cursor.anchor)``, minus the anchor: the new bytes from
+    ``cursor.offset``. None when the anchor is not there any more: the file was rewritten (read it
+    again from 0 with a fresh cursor)."""
+    k = len(cursor.anchor)
+    if data[:k] != cursor.anchor:
+        return None
+    return data[k:]
 
 
 # --------------------------------------------------------------------------- test helpers
@@ -472,13 +501,16 @@ class _State:
         self.chunk_usages: dict[str, Usage] = {}
         self.saw_usage_since_boundary = False
 
-    def cursor(self, offset: int, skipping: bool) -> TranscriptCursor:
+    def cursor(self, offset: int, skipping: bool, anchor: bytes, head: bytes = b"", tail: bytes = b"") -> TranscriptCursor:
         return TranscriptCursor(
             offset=offset,
             model=self.model,
             skipping=skipping,
             pending=tuple(self.pending.values()),
             skill_hint=self.skill_hint,
+            anchor=anchor,
+            skip_head=head,
+            skip_tail=tail,
         )
 
     def marks(self) -> Marks:
@@ -522,21 +554,7 @@ class _State:
         ts = _ts(rec.timestamp)
         uuid = _str(rec.uuid) or ""
         self.skill_hint = None
-        model = _str(msg.get("model"))
-        if model and model != "<synthetic>":
-            req = _str(rec.requestedModel)
-            if req and req.endswith("]") and "[" in req:
-                model = req
-            self._set_model(model)
-            msg_id = _str(msg.get("id"))
-            usage = msg.get("usage")
-            if msg_id and isinstance(usage, dict):
-                u = _usage_of(msg_id, model, usage, ts)
-                if not self.chunk_usages:
-                    self.delta.first_usage_marks = self.marks()
-                self.delta.last_usage = u
-                self.saw_usage_since_boundary = True
-                self.chunk_usages[msg_id] = u
+        self._response(_str(msg.get("model")), _str(rec.requestedModel), _str(msg.get("id")), msg.get("usage"), ts)
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -559,6 +577,27 @@ class _State:
                     self._element(uid, Kind.THINKING, text, ts)
             elif bt == "tool_use":
                 self._tool_use(b)
+
+    def _response(self, model: str | None, requested: str | None, msg_id: str | None, usage: Any, ts: float) -> None:
+        """The model and usage of a main-chain response (``<synthetic>`` ones say nothing)."""
+        if not model or model == "<synthetic>":
+            return
+        if requested and requested.endswith("]") and "[" in requested:
+            model = requested
+        self._set_model(model)
+        if msg_id and isinstance(usage, dict):
+            u = _usage_of(msg_id, model, usage, ts)
+            if not self.chunk_usages:
+                self.delta.first_usage_marks = self.marks()
+            self.delta.last_usage = u
+            self.saw_usage_since_boundary = True
+            self.chunk_usages[msg_id] = u
+
+    def oversized(self, head: bytes, tail: bytes) -> None:
+        """Count the usage of an over-long line from its head and tail only (never parsed whole)."""
+        found = _oversized_response(head, tail)
+        if found is not None:
+            self._response(*found)
 
     def _tool_use(self, b: dict[str, Any]) -> None:
         tid = _str(b.get("id"))
@@ -810,6 +849,112 @@ class _State:
         )
 
 
+# --------------------------------------------------------------------------- over-long lines
+
+# Whitespace-tolerant: Claude Code writes compact JSON, other writers may not.
+_MESSAGE_KEY = re.compile(rb'"message"\s*:\s*\{')
+_USAGE_KEY = re.compile(rb'"usage"\s*:\s*\{')
+_CONTENT_KEY = re.compile(rb'"content"\s*:')
+_SIDECHAIN = re.compile(rb'"isSidechain"\s*:\s*true')
+_ROLE_ASSISTANT = re.compile(rb'"role"\s*:\s*"assistant"')
+_FIELD_RES = {
+    key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
+    for key in ("model", "id", "timestamp", "requestedModel")
+}
+
+
+def _field(key: str, data: bytes) -> str | None:
+    m = _FIELD_RES[key].search(data)
+    if m is None:
+        return None
+    try:
+        v = _ANY_DECODER.decode(b'"' + m.group(1) + b'"')
+    except msgspec.DecodeError:
+        return None
+    return v if isinstance(v, str) else None
+
+
+def _object_at(data: bytes, start: int) -> bytes | None:
+    """The JSON object that opens at ``data[start]`` (``{``), or None if it does not close in ``data``."""
+    depth, in_str, esc = 0, False, False
+    for i in range(start, len(data)):
+        c = data[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == 0x5C:  # backslash
+                esc = True
+            elif c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c == 0x7B:
+            depth += 1
+        elif c == 0x7D:
+            depth -= 1
+            if depth == 0:
+                return data[start : i + 1]
+    return None
+
+
+def _oversized_response(head: bytes, tail: bytes) -> tuple[str | None, str | None, str | None, Any, float] | None:
+    """(model, requestedModel, message id, usage, ts) of an over-long main-chain assistant line, from its
+    head and tail; None when they do not show one. Claude Code writes the top-level fields, then
+    ``message`` (model, id, type, role, then content: the big part, then usage), then ``type``,
+    ``uuid`` and ``timestamp``."""
+    m = _MESSAGE_KEY.search(head)
+    if m is None:
+        return None
+    top = head[: m.start()]
+    if _SIDECHAIN.search(top):
+        return None
+    msg_head = head[m.end() :]
+    c = _CONTENT_KEY.search(msg_head)
+    msg_head = msg_head[: c.start()] if c else msg_head
+    if not _ROLE_ASSISTANT.search(msg_head):
+        return None
+    raw, end = None, 0
+    for u in _USAGE_KEY.finditer(tail):  # the message's usage follows its content: the last one not
+        if u.start() < end:  # nested in the one before
+            continue
+        obj = _object_at(tail, u.end() - 1)
+        if obj is not None:
+            raw, end = obj, u.end() - 1 + len(obj)
+    if raw is None:
+        return None
+    try:
+        usage = _ANY_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    after = tail[end:]
+    if _SIDECHAIN.search(after):  # written after the message by another writer
+        return None
+    ts = _ts(_field("timestamp", after) or _field("timestamp", top))
+    requested = _field("requestedModel", after) or _field("requestedModel", top)
+    return _field("model", msg_head), requested, _field("id", msg_head), usage, ts
+
+
+def _keep_head(previous: bytes, data: bytes) -> bytes:
+    """The first OVERSIZED_HEAD bytes of ``previous + data``."""
+    if len(previous) >= OVERSIZED_HEAD:
+        return previous
+    return previous + data[: OVERSIZED_HEAD - len(previous)]
+
+
+def _keep_tail(previous: bytes, data: bytes) -> bytes:
+    """The last OVERSIZED_TAIL bytes of ``previous + data``."""
+    if len(data) >= OVERSIZED_TAIL:
+        return data[-OVERSIZED_TAIL:]
+    return (previous + data)[-OVERSIZED_TAIL:]
+
+
+def _anchor(previous: bytes, data: bytes, consumed: int) -> bytes:
+    """The last ANCHOR bytes of the file once ``data[:consumed]`` followed ``previous``."""
+    if consumed >= ANCHOR:
+        return data[consumed - ANCHOR : consumed]
+    return (previous + data[:consumed])[-ANCHOR:]
+
+
 # --------------------------------------------------------------------------- feed
 
 
@@ -818,12 +963,15 @@ def _line(state: _State, line: bytes) -> None:
     if not line or line.isspace():
         return
     if not line.isascii():
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            line = line.decode("utf-8", "replace").encode("utf-8")
+        line = repair_utf8(line) or line
     try:
-        rec = _REC_DECODER.decode(line)
+        try:
+            rec = _REC_DECODER.decode(line)
+        except msgspec.DecodeError:
+            fixed = repair_surrogates(line)  # a lone surrogate escape; else the line is not JSON
+            if fixed is None:
+                raise
+            rec = _REC_DECODER.decode(fixed)
         ok = state.handle(rec)
     except (msgspec.MsgspecError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError):
         ok = False
@@ -844,42 +992,49 @@ def feed(
     """
     n = len(data)
     pos = 0
-    skipped = 0
-    skipping = cursor.skipping
-    if skipping:  # discard the rest of an over-long line
+    state = _State(cursor)
+    if cursor.skipping:  # discard the rest of an over-long line
         nl = data.find(b"\n")
         if nl < 0:
-            if final:
-                return msgspec.structs.replace(cursor, offset=cursor.offset + n, skipping=False), (
-                    TranscriptDelta(skipped=1)
-                )
-            return msgspec.structs.replace(cursor, offset=cursor.offset + n), TranscriptDelta()
-        pos, skipped, skipping = nl + 1, 1, False
+            head, tail = _keep_head(cursor.skip_head, data), _keep_tail(cursor.skip_tail, data)
+            if not final:
+                return msgspec.structs.replace(
+                    cursor, offset=cursor.offset + n, anchor=_anchor(cursor.anchor, data, n), skip_head=head,
+                    skip_tail=tail,
+                ), TranscriptDelta()
+            state.oversized(head, tail)
+            state.delta.skipped = 1
+            return state.cursor(cursor.offset + n, False, _anchor(cursor.anchor, data, n)), state.finish()
+        head = _keep_head(cursor.skip_head, data[: min(nl, OVERSIZED_HEAD)])
+        state.oversized(head, _keep_tail(cursor.skip_tail, data[max(0, nl - OVERSIZED_TAIL) : nl]))
+        state.delta.skipped = 1
+        pos = nl + 1
     end = max(data.rfind(b"\n") + 1, pos)
     tail = n - end
-    if end == pos and not final and tail <= max_line:  # nothing complete to parse
-        if pos == 0:
-            return cursor, TranscriptDelta()
-        return msgspec.structs.replace(cursor, offset=cursor.offset + pos, skipping=False), (
-            TranscriptDelta(skipped=skipped)
-        )
+    if end == pos and not final and tail <= max_line and pos == 0:  # nothing complete to parse
+        return cursor, TranscriptDelta()
 
-    state = _State(cursor)
-    state.delta.skipped = skipped
     if end > pos:
         for line in data[pos : end - 1].split(b"\n"):
             if len(line) > max_line:
+                state.oversized(line[:OVERSIZED_HEAD], line[-OVERSIZED_TAIL:])
                 state.delta.skipped += 1
             else:
                 _line(state, line)
-    consumed = end
+    consumed, skipping, head, kept = end, False, b"", b""
     if tail:
+        over = tail > max_line
+        if over:  # its head and tail: scanned now (final) or carried while the rest is skipped
+            head, kept = data[end : end + OVERSIZED_HEAD], data[max(end, n - OVERSIZED_TAIL) :]
         if final:
-            if tail > max_line:
+            if over:
+                state.oversized(head, kept)
                 state.delta.skipped += 1
+                head, kept = b"", b""
             else:
                 _line(state, data[end:])
             consumed = n
-        elif tail > max_line:
+        elif over:
             consumed, skipping = n, True
-    return state.cursor(cursor.offset + consumed, skipping), state.finish()
+    anchor = _anchor(cursor.anchor, data, consumed)
+    return state.cursor(cursor.offset + consumed, skipping, anchor, head, kept), state.finish()

@@ -1,4 +1,5 @@
-"""The protocol core: framing, envelope, errors, methods. Pure: msgspec only, no I/O.
+"""The protocol core: framing, envelope, errors, methods. Pure: msgspec (and the pure
+``core.jsontext`` for the lenient second decode), no I/O.
 
 Rules:
 - Nothing in this package imports anyio, socket, sqlite3, time or logging (a test checks it).

@@ -1,8 +1,12 @@
 """JSON-RPC 2.0 envelope: frame bytes -> calls, responses -> frame bytes. Pure.
 
 Rules (jsonrpc.org/specification, pinned by tests/test_protocol_conformance.py):
-- Invalid JSON (truncated, bad UTF-8, trailing garbage, nesting past the decoder's limit) -> one
-  -32700 object with ``id: null``, even inside what looked like a batch.
+- Invalid JSON (truncated, bad UTF-8 in the envelope, trailing garbage, nesting past the decoder's
+  limit) -> one -32700 object with ``id: null``, even inside what looked like a batch.
+- A lone surrogate escape (``"\\ud83d"`` with no low half: Node's ``JSON.stringify`` writes one when
+  it cuts an emoji) is JSON by the grammar: it is decoded as U+FFFD, never refused. Only after the
+  strict decode failed (``core.jsontext``), so valid frames pay nothing. Bytes that are not UTF-8
+  inside ``params`` are the method's business (``_methods.decode_params``).
 - Valid JSON that is not an object/array, or an object that is not a valid Request -> -32600 with
   ``id: null`` unless a valid id could be read (then that id is echoed).
 - ``[]`` -> one -32600 object (not an array). ``[1,2]`` -> an array of -32600 objects.
@@ -20,6 +24,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..core.jsontext import repair_surrogates
 from ._errors import INVALID_REQUEST, PARSE_ERROR, RpcError
 
 DEFAULT_MAX_BATCH = 64
@@ -126,12 +131,26 @@ def _item(raw: bytes) -> Call | ErrorReply:
     return Call(req.method, params, req.id, False)
 
 
+def _lenient_raw(frame: bytes) -> bytes | None:
+    """The frame with its lone surrogate escapes replaced, if that makes it JSON; else None."""
+    fixed = repair_surrogates(frame)
+    if fixed is None:
+        return None
+    try:
+        return bytes(_raw_decoder.decode(fixed))
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
 def parse_message(frame: bytes, *, max_batch: int = DEFAULT_MAX_BATCH) -> Message:
     """Split one frame into calls and ready-made error replies."""
     try:
         raw = bytes(_raw_decoder.decode(frame))
     except msgspec.DecodeError as exc:
-        return Message(False, [ErrorReply(_parse_error(str(exc)))])
+        lenient = _lenient_raw(frame)
+        if lenient is None:
+            return Message(False, [ErrorReply(_parse_error(str(exc)))])
+        raw = lenient
     except RecursionError:
         return Message(False, [ErrorReply(_parse_error("nesting too deep"))])
     first = _first_byte(raw)

@@ -8,6 +8,10 @@ Rules:
   client detect skew and say so clearly.
 - Results are plain Structs encoded by msgspec; every field is always present on the wire.
 - Decoders are built once, at import.
+- Text that is not valid Unicode inside ``params`` (bytes that are not UTF-8, a lone surrogate
+  escape): a hook payload is decoded with U+FFFD in its place and stored, never lost for it; the
+  other methods answer -32602 naming the fault. The strict decode runs first; the lenient one
+  (``core.jsontext``) only after it failed, so valid params pay nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from ..core.jsontext import repair
 from ._errors import InvalidParams, MethodNotFound
 
 
@@ -242,6 +247,8 @@ def decode_params(method: str, params: bytes) -> Any:
             return _hook_decoder.decode(params)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"hook params must be an object: {exc}") from None
+        except msgspec.DecodeError as exc:  # not valid text: decoded with U+FFFD, the event kept
+            return _lenient_hook(params, exc)
         except RecursionError:
             raise InvalidParams("hook payload nested too deep") from None
     dec = _decoders[method]
@@ -253,5 +260,17 @@ def decode_params(method: str, params: bytes) -> Any:
         return dec.decode(params)
     except msgspec.ValidationError as exc:
         raise InvalidParams(f"Invalid params: {exc}", data={"detail": str(exc)}) from None
+    except msgspec.DecodeError as exc:  # e.g. bytes that are not UTF-8 inside a string
+        raise InvalidParams(f"params are not valid JSON text: {exc}", data={"detail": str(exc)}) from None
     except RecursionError:
         raise InvalidParams("params nested too deep") from None
+
+
+def _lenient_hook(params: bytes, exc: msgspec.DecodeError) -> dict[str, Any]:
+    fixed = repair(params)
+    if fixed is not None:
+        try:
+            return _hook_decoder.decode(fixed)
+        except (msgspec.DecodeError, RecursionError):
+            pass
+    raise InvalidParams(f"hook params are not valid JSON text: {exc}", data={"detail": str(exc)}) from None

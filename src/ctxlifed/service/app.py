@@ -11,6 +11,8 @@ Rules:
   error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
 - Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
   without storing anything again.
+- A spool line is decoded like a request: a lone surrogate or bytes that are not UTF-8 become U+FFFD
+  and the event is stored; only a line that is not JSON at all is skipped.
 - Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
   from the store.
 """
@@ -36,6 +38,7 @@ from ..core import budget as B
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
+from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..core.paths import validate_session_id
 from ..core.recall_query import RecallQueryError, parse_recall
@@ -66,7 +69,9 @@ MSG_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "PostToolUseFailure",
 FACT_KINDS = {Kind.DECISION: "decision", Kind.CONSTRAINT: "constraint", Kind.PENDING: "pending"}
 TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
 MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late never stalls a hook:
-# the rest is read on the next events (a line longer than this is skipped; hooks archived its content)
+# the rest is read on the next events (a line longer than this is skipped; hooks archived its content,
+# and its usage is counted from its head and tail)
+SKIP_READS = 32  # reads (of up to MAX_TRANSCRIPT_READ) an event may spend getting past one over-long line
 INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
 FOLD_SLICE = 64 << 10  # a larger read is parsed and folded this much at a time, pausing in between
 # A derivation with more of its session's jobs queued behind it (catching up after a burst) reads at
@@ -499,32 +504,58 @@ class Service:
     async def _read_transcript(self, st: SessionState, *, behind: int,
                                pause: Callable[[], Awaitable[None]]) -> T.TranscriptDelta | None:
         """Read and fold the transcript's new complete lines. ``behind``: this session's jobs queued
-        after this derivation (see INLINE_READ); ``pause``: the derivation's pause between slices."""
+        after this derivation (see INLINE_READ); ``pause``: the derivation's pause between slices.
+        A line longer than a read (a pasted screenshot) is read past in the same event, up to
+        SKIP_READS reads, so the lines after it count at once."""
         if not st.transcript_path:
             return None
         real = files.transcript_allowed(st.transcript_path, self.cfg.allowed_transcript_roots())
         if real is None:
             st.transcript_error = "transcript outside the allowed roots; not read"
             return None
+        out: T.TranscriptDelta | None = None
+        for _ in range(SKIP_READS):
+            data = await self._read_new(st, real, behind)
+            if not data:
+                break
+            if out is None:
+                out = T.TranscriptDelta()
+            await self._fold_slices(st, data, out, pause)
+            if not st.cursor.skipping:
+                break
+            await pause()
+        return out
+
+    async def _read_new(self, st: SessionState, real: str, behind: int) -> bytes | None:
+        """The transcript's bytes from ``st.cursor.offset`` (how many: see INLINE_READ). The
+        cursor's anchor, the bytes just before the offset, is read with them: when it is not there
+        any more the file was rewritten or replaced (a longer one too) and is read again from 0."""
+        anchor = len(st.cursor.anchor)
         offset = st.cursor.offset
-        data, size, restarted = files.read_from(real, offset, INLINE_READ)
+        raw, size, restarted = files.read_from(real, offset - anchor, INLINE_READ + anchor)
         if size < 0:
             return None
-        if restarted:
+        data = None if restarted else T.resume(st.cursor, raw)
+        if data is None:  # shrunk, rewritten or replaced: from the start
+            log.info("transcript_restarted", session=st.session, offset=offset, size=size)
             st.cursor = T.TranscriptCursor()
             offset = 0
+            if not restarted:
+                raw, size, _r = files.read_from(real, 0, INLINE_READ)
+            data = raw[:INLINE_READ]
         sliced = behind > 0 and size - offset <= behind * INLINE_READ + MAX_TRANSCRIPT_READ and b"\n" in data
         if len(data) == INLINE_READ and size > offset + INLINE_READ and not sliced:
             more, size, _r = await anyio.to_thread.run_sync(
                 files.read_from, real, offset + INLINE_READ, MAX_TRANSCRIPT_READ - INLINE_READ)
             data += more
-        if not data:
-            return None
-        # Folded FOLD_SLICE of complete lines at a time, with a pause between (a derivation yields to
-        # replies): 1 MB in one go was ~125 ms on the event loop. Each slice folds exactly as a
-        # separate read would (reads come in arbitrary chunks anyway); the caller gets the elements
-        # and boundaries of all of them.
-        out = T.TranscriptDelta()
+        return data
+
+    async def _fold_slices(self, st: SessionState, data: bytes, out: T.TranscriptDelta,
+                           pause: Callable[[], Awaitable[None]]) -> None:
+        """Fold ``data`` FOLD_SLICE of complete lines at a time, with a pause between (a derivation
+        yields to replies): 1 MB in one go was ~125 ms on the event loop. Each slice folds exactly as
+        a separate read would (reads come in arbitrary chunks anyway); ``out`` gets the elements and
+        boundaries of all of them."""
         pos, n = 0, len(data)
         while True:
             end = n
@@ -538,13 +569,15 @@ class Service:
             out.boundaries += delta.boundaries
             pos = end
             if pos >= n:
-                return out
+                return
             await pause()
 
     async def _fold_transcript(self, st: SessionState, chunk: bytes) -> T.TranscriptDelta:
         """Parse the complete lines of ``chunk`` (the transcript from ``st.cursor``) and fold them into
         the session: model, usage, context size, accounting, compaction boundaries."""
-        st.cursor, delta = T.feed(st.cursor, chunk, max_line=MAX_TRANSCRIPT_READ)
+        # A line must be shorter than a read to be seen whole; a longer one is skipped (its usage
+        # counted from its head and tail), never waited for.
+        st.cursor, delta = T.feed(st.cursor, chunk, max_line=MAX_TRANSCRIPT_READ - 1)
         seen = self.hook_tools.get(st.session)
         if seen:
             delta.elements = [msgspec.structs.replace(e, text="") if e.uid in seen else e for e in delta.elements]
@@ -807,7 +840,7 @@ class Service:
                 if not line:
                     continue
                 try:
-                    rec = msgspec.json.decode(line)
+                    rec = _decode_spool_line(line)
                     payload = rec["payload"]
                     if not isinstance(payload, dict):
                         continue
@@ -827,6 +860,18 @@ class Service:
         if n:
             log.info("spool_ingested", events=n)
         return n
+
+
+def _decode_spool_line(line: bytes) -> Any:
+    """One spool line; text that is not valid Unicode (a lone surrogate, bytes that are not UTF-8:
+    the shim writes what Claude Code gave it) is decoded with U+FFFD, as over the socket."""
+    try:
+        return msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        fixed = repair_json_text(line)
+        if fixed is None:
+            raise
+        return msgspec.json.decode(fixed)
 
 
 def near_autocompact(b: B.Budget) -> bool:
