@@ -10,7 +10,8 @@ Rules:
   the project after resolving symlinks (``files.safe_target``). Writes are atomic; modes follow the
   project root's (0644 pages in a 0755 repo, 0600 in a 0700 one; never writable by others).
 - "What was done" lists the phase's most important archive items (at most 12) in time order, each
-  with its archive id (``[L2 #N]``, resolvable with ``ctxlifectl recall --id N``).
+  with its archive id (``[L2 #N]``, resolvable with ``ctxlifectl recall --id N``); "Test results"
+  the latest 8 runs, in time order too.
 - Hand-edited pages are indexed as data: the archived text says it is a hand-edited file, quoted
   (every line behind ``> ``), so a recall shows it as a quotation, never as an instruction.
 - Pages are derived from the store, so a failed or lost write is simply redone next time.
@@ -256,9 +257,9 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     decisions = conn.execute(
         "SELECT text FROM items WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'decision' ORDER BY id LIMIT 20",
         win).fetchall()
-    tests = conn.execute(
-        "SELECT id, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'test_result'"
-        " ORDER BY id DESC LIMIT 8", win).fetchall()
+    tests = conn.execute(  # the 8 latest, shown in time order
+        "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
+        " AND kind = 'test_result' ORDER BY id DESC LIMIT 8) ORDER BY ts, id", win).fetchall()
     pending = conn.execute(
         "SELECT text FROM items WHERE session = ? AND kind = 'pending' AND status = 'open' ORDER BY id DESC LIMIT 12",
         (session,)).fetchall()
