@@ -33,7 +33,9 @@ def test_lesson_learned_then_offered_once_in_a_new_session(daemon: Any) -> None:
     les = got["lessons"][0]
     assert "test_parse" in les["signature"] and any("csvparse.py" in f for f in les["fix"])
     eventually(lambda: (s.project / "docs/memory/lessons.md").exists())
-    assert "csvparse.py" in (s.project / "docs/memory/lessons.md").read_text()
+    md = (s.project / "docs/memory/lessons.md").read_text()
+    assert "- Fix: edit csvparse.py: `','` → `';'`\n" in md
+    assert md.endswith("\n") and not md.endswith("\n\n")  # one final newline
     assert s.recall("type:lesson csvparse")["total"] == 1
 
     s2 = Session(daemon, sid="1e550000-0000-0000-0000-000000000002")

@@ -191,9 +191,9 @@ class LedgerWriter:
             await self.svc.writer.run(partial(lessons_svc.reconcile_file, project, text, self.svc.clock(), mtime))
             return True
         indexed = await self.svc.readers.run(partial(_indexed_text, project, real))
-        if indexed == text:
-            return False  # a page we wrote, seen again (a restart's first scan)
         quoted = quote_hand_edit(os.path.relpath(real, os.path.realpath(project)), text)
+        if indexed in (text, quoted):
+            return False  # a page we wrote, or an edit indexed already, seen again (a restart's first scan)
         await self.svc.writer.run(partial(_index_ledger, real, project, None, self.svc.clock(), quoted))
         return True
 

@@ -126,7 +126,7 @@ def _put(conn: sqlite3.Connection, project: str, session: str, le: LS.Lesson, ts
     text = LS.lesson_text(le)
     aid = ops.upsert_archive_by_uid(conn, ops.ArchiveRow(
         session=session, project=project, ts=ts, kind=str(Kind.LESSON), text=text,
-        summary=text.splitlines()[0][:280] if text else le.signature, uid=_uid(le.signature), priority=80, level=3))
+        summary=f"Lesson: {le.signature}"[:280], uid=_uid(le.signature), priority=80, level=3))
     conn.execute(
         "INSERT INTO lessons(project, signature, data, count, last_seen, archive_id) VALUES (?,?,?,?,?,?)"
         " ON CONFLICT(project, signature) DO UPDATE SET data = excluded.data, count = excluded.count,"
