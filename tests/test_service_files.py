@@ -100,3 +100,46 @@ async def test_a_hand_edited_page_is_archived_as_a_labelled_quotation(svc, short
     page.write_text("# Notes\n\nPLANTEDMARK\n")
     assert not await svc.ledgers.reindex(str(page))
     assert (await svc.recall(M.RecallParams(query="PLANTEDMARK", all_projects=True))).total == 0
+
+
+def test_store_maps_event_ids_to_archive_ids_and_reads_legacy_rows(short_tmp: Path) -> None:
+    """A stored lesson's evidence is the archive ids of the items its events archived (the preferred
+    kind per event; none for an event that archived nothing); a row stored before (evidence = event ids,
+    no event_ids) is read the same way."""
+    import msgspec
+
+    from ctxlifed.core.lessons import Lesson
+    from ctxlifed.service import lessons as LSV
+    from ctxlifed.store import db, ops, schema
+
+    conn = db.connect(str(short_tmp / "t.db"))
+    conn.execute("BEGIN IMMEDIATE")
+    schema.migrate(conn)
+    conn.execute("COMMIT")
+    for i in range(5):  # archive ids 1-5 belong to events 101-105; event 100 archived nothing
+        ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=float(i), kind="prompt" if i == 0 else "tool",
+                                                text=f"item {i}", event_id=101 + i))
+    ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=9.0, kind="test_result", text="run",
+                                            event_id=101))  # id 6: the better item of event 101
+    assert LSV.archive_ids((100, 103, 101, 105), conn) == (3, 6, 5)
+    LSV._store("/p", "s", [Lesson(signature="x|boom", events=(101, 102, 104), last_seen=1.0)], 1.0, conn)
+    assert [le.evidence for le in LSV.all_lessons("/p", 10, conn)] == [(6, 2, 4)]
+    legacy = msgspec.json.encode({"signature": "x|old", "evidence": [102, 103], "count": 1})
+    conn.execute("INSERT INTO lessons(project, signature, data, count, last_seen) VALUES ('/p', 'x|old', ?, 1, 0)",
+                 (legacy,))
+    old = next(le for le in LSV.all_lessons("/p", 10, conn) if le.signature == "x|old")
+    assert (old.events, old.evidence) == ((102, 103), (2, 3))
+    conn.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder another group (65534)")
+def test_a_memory_folder_another_group_can_write_is_refused(short_tmp: Path) -> None:
+    root = _repo(short_tmp / "repo")
+    mem = root / "docs" / "memory"
+    mem.mkdir(parents=True)
+    os.chown(mem, os.geteuid(), 65534)
+    os.chmod(mem, 0o775)
+    with pytest.raises(files.Untrusted, match="writable by group 65534"):
+        files.l3_target(str(root), "docs/memory/decisions.md")
+    os.chown(mem, os.geteuid(), os.getegid())  # the user's own group may write: still ours
+    assert files.l3_target(str(root), "docs/memory/decisions.md")[0] == str(mem / "decisions.md")
