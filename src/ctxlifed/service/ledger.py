@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -269,7 +270,8 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     ids = sorted({r[0] for r in done} | {r[0] for r in tests})
     return {
         "goal": goal,
-        "done": [f"{s} [L2 #{i}]" if s and f"#{i}" not in s else (s or f"[L2 #{i}]") for i, s in done],
+        # An L1 summary may name its id already ("… [L2 #N]"); any other "#N" in it is content.
+        "done": [s if s and re.search(rf"\[L2 #{i}\]", s) else f"{s} [L2 #{i}]" if s else f"[L2 #{i}]" for i, s in done],
         "files": [r[0] for r in files_],
         "decisions": [r[0] for r in decisions],
         "tests": [s for _i, s in tests if s],
