@@ -143,3 +143,22 @@ def test_a_memory_folder_another_group_can_write_is_refused(short_tmp: Path) -> 
         files.l3_target(str(root), "docs/memory/decisions.md")
     os.chown(mem, os.geteuid(), os.getegid())  # the user's own group may write: still ours
     assert files.l3_target(str(root), "docs/memory/decisions.md")[0] == str(mem / "decisions.md")
+
+
+def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> None:
+    """What was done: the most important steps in time order, each naming its archive id once (a '#N'
+    in the content does not count; an L1 summary's own '[L2 #N]' does)."""
+    from ctxlifed.service.ledger import _ledger_rows
+    from ctxlifed.store import db, ops, schema
+
+    conn = db.connect(str(short_tmp / "t.db"))
+    conn.execute("BEGIN IMMEDIATE")
+    schema.migrate(conn)
+    conn.execute("COMMIT")
+    rows = [("tool", 30, "merged PR #1"), ("test_result", 90, "tests failed"), ("code_change", 60, "x.py [L2 #3]")]
+    for i, (kind, prio, summary) in enumerate(rows):
+        ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=10.0 + i, kind=kind, text=summary,
+                                                summary=summary, priority=prio))
+    got = _ledger_rows("s", 0.0, 100.0, conn)
+    assert got["done"] == ["merged PR #1 [L2 #1]", "tests failed [L2 #2]", "x.py [L2 #3]"]
+    conn.close()
