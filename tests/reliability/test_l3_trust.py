@@ -23,7 +23,8 @@ from ._harness import git_project, hook, query, tree, wait_until
 
 NOBODY = 65534
 SYSTEM_PY = shutil.which("python3", path="/usr/bin:/bin") or sys.executable  # one uid 65534 may run
-ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("python3", path="/usr/bin:/bin"), reason="needs root (and /usr/bin/python3) to create a tree owned by another uid (65534)")
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("python3", path="/usr/bin:/bin"),
+                               reason="needs root (and /usr/bin/python3) to create a tree owned by another uid (65534)")
 
 HOSTILE_LESSONS = """# Lessons
 
