@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from ctxlifed.core.paths import (
     encode_project_dir,
     is_within,
+    l3_modes,
     ledger_relpath,
     project_dir_matches,
+    untrusted_reason,
     validate_session_id,
 )
 
@@ -204,3 +206,33 @@ def test_importing_pure_modules_loads_no_io_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert "[]" == out.stdout.strip()
+
+
+# -- L3 trust: whose folder is it ---------------------------------------------------------------
+DIR, REG, LNK = 0o040000, 0o100000, 0o120000
+
+
+@pytest.mark.parametrize(("uid", "gid", "mode", "want_dir", "why"), [
+    (1000, 1000, DIR | 0o755, True, None),
+    (1000, 1000, DIR | 0o700, True, None),
+    (1000, 1000, DIR | 0o775, True, None),  # group-writable by the user's own group (user-private groups)
+    (1000, 1000, REG | 0o644, False, None),
+    (1000, 50, DIR | 0o775, True, "is writable by group 50"),
+    (1000, 1000, DIR | 0o777, True, "is writable by other users"),
+    (1000, 1000, DIR | 0o757, True, "is writable by other users"),
+    (65534, 65534, DIR | 0o755, True, "is owned by uid 65534, not by uid 1000"),
+    (1000, 1000, LNK | 0o777, True, "is a symlink"),
+    (1000, 1000, LNK | 0o777, False, "is a symlink"),
+    (1000, 1000, REG | 0o644, True, "is not a directory"),
+])
+def test_untrusted_reason(uid: int, gid: int, mode: int, want_dir: bool, why: str | None) -> None:
+    assert why == untrusted_reason(uid, gid, mode, uid=1000, gid=1000, want_dir=want_dir)
+
+
+@pytest.mark.parametrize(("root", "modes"), [
+    (0o755, (0o644, 0o755)), (0o700, (0o600, 0o700)), (0o750, (0o640, 0o750)),
+    (0o777, (0o644, 0o755)), (0o711, (0o600, 0o711)),
+])
+def test_l3_modes_follow_the_root_and_are_never_writable_by_others(root: int, modes: tuple[int, int]) -> None:
+    assert modes == l3_modes(DIR | root)
+    assert all(m & 0o022 == 0 for m in modes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -32,7 +33,9 @@ def test_lesson_learned_then_offered_once_in_a_new_session(daemon: Any) -> None:
     les = got["lessons"][0]
     assert "test_parse" in les["signature"] and any("csvparse.py" in f for f in les["fix"])
     eventually(lambda: (s.project / "docs/memory/lessons.md").exists())
-    assert "csvparse.py" in (s.project / "docs/memory/lessons.md").read_text()
+    md = (s.project / "docs/memory/lessons.md").read_text()
+    assert "- Fix: edit csvparse.py: `','` → `';'`\n" in md
+    assert md.endswith("\n") and not md.endswith("\n\n")  # one final newline
     assert s.recall("type:lesson csvparse")["total"] == 1
 
     s2 = Session(daemon, sid="1e550000-0000-0000-0000-000000000002")
@@ -78,3 +81,63 @@ def test_hand_edit_of_lessons_md_is_reconciled(daemon: Any) -> None:
     assert r.returncode == 0 and len(json.loads(r.stdout)) == 1
     path.write_text("# Lessons\n")
     eventually(lambda: daemon.call("lessons", {"cwd": str(s.project)})["lessons"] == [], timeout=30)
+
+
+def _resolve(daemon: Any, n: int) -> dict[str, Any]:
+    """``recall --id n`` through the daemon: the item's kind, summary and text."""
+    got = daemon.call("recall", {"id": n})
+    return {"kind": got["hits"][0]["kind"], "summary": got["hits"][0]["summary"], "text": got["text"]}
+
+
+def test_every_printed_id_resolves_to_the_item_it_describes(daemon: Any) -> None:
+    """Each #N a lesson, its hint, a ledger page or decisions.md prints is an archive id: recall --id N
+    (the daemon's read path, and once the CLI) gives the item described — the failing run, the edit
+    that fixed it, the passing run, the lesson, a decision, a step of the phase."""
+    s = Session(daemon, sid="1e550000-0000-0000-0000-000000000006")
+    s.hook("SessionStart", source="startup")
+    s.prompt("Fix the csv parser. We decided to use semicolons as the CSV delimiter.")
+    s.tool("Read", {"file_path": str(s.project / "README.md")}, {"file": {"content": "readme"}})
+    for i in range(3):  # events that archive nothing: event ids and archive ids part ways
+        s.hook("PreToolUse", tool_name="Bash", tool_input={"command": "pytest -q"}, tool_use_id=f"toolu_p{i}")
+    pytest_fixed_by_edit(s, "/tmp/a")
+    les = daemon.call("lessons", {"cwd": str(s.project)})["lessons"][0]
+    failed, fix, passed = (_resolve(daemon, n) for n in les["evidence"])
+    assert failed["kind"] == "test_result" and "FAILED" in failed["text"] and "test_parse" in failed["text"]
+    assert fix["kind"] == "code_change" and "csvparse.py" in fix["summary"]
+    assert passed["kind"] == "test_result" and "1 passed" in passed["text"]
+    assert les["fix"] == ["edit csvparse.py: `','` → `';'`"]  # the change itself, not just the file
+
+    # The lesson's own archive item prints the same ids.
+    item = s.recall("type:lesson csvparse")["hits"][0]
+    text = _resolve(daemon, item["id"])["text"]
+    assert f"Evidence: {' '.join(f'#{n}' for n in les['evidence'])} " in text
+
+    # The hint in a later session points at the lesson's item; the CLI resolves it.
+    s2 = Session(daemon, sid="1e550000-0000-0000-0000-000000000007")
+    ctx = s2.fail("Bash", {"command": "pytest -q tests/test_csv.py"}, FAIL_OUT)["hookSpecificOutput"]["additionalContext"]
+    m = re.search(r"ctxlifectl recall --id (\d+)$", ctx)
+    assert m and int(m.group(1)) == item["id"]
+    assert "> Fixed then by: edit csvparse.py: `','` → `';'`" in ctx.splitlines()
+    r = subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", "recall", "--id", m.group(1)], env=daemon.env,
+                       capture_output=True, text=True, timeout=30, cwd=str(s.project))
+    assert r.returncode == 0 and r.stdout.startswith(f"# #{item['id']} · lesson") and "csvparse.py" in r.stdout
+
+    # Ledger page and decision log: every #N is an item of this session, as described.
+    daemon.call("phase.set", {"session": s.sid, "phase": "implementation"})
+    mem = s.project / "docs" / "memory"
+    eventually(lambda: (mem / "decisions.md").exists() and any((mem / "sessions" / s.sid).glob("phase-1-*.md")))
+    page = next((mem / "sessions" / s.sid).glob("phase-1-*.md")).read_text()
+    done = page.split("## What was done\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    shown = [(m.group(1), int(m.group(2))) for ln in done if (m := re.match(r"- (.*) \[L2 #(\d+)\]$", ln))]
+    assert len(shown) == len(done) >= 4
+    items = [_resolve(daemon, n) for _s, n in shown]
+    assert [summary for summary, _n in shown] == [" ".join(it["summary"].split()) for it in items]
+    assert [it["kind"] for it in items] == ["tool", "test_result", "code_change", "test_result"]  # in time order
+    tests = page.split("## Test results\n\n", 1)[1].split("\n\n", 1)[0]
+    assert tests.index("FAILED") < tests.index("passed")  # in time order too
+    refs = [int(x) for x in re.findall(r"#(\d+)", page.split("## L2 references", 1)[1])]
+    assert refs and all(_resolve(daemon, n)["kind"] in ("code_change", "tool", "test_result", "error", "assistant")
+                        for n in refs)
+    dec = (mem / "decisions.md").read_text()
+    ids = [int(x) for x in re.findall(r"L2 #(\d+)", dec)]
+    assert ids and all("semicolons" in _resolve(daemon, n)["text"] for n in ids)

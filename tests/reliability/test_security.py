@@ -304,14 +304,16 @@ def test_ledger_writes_never_follow_a_symlink_out_of_the_project(rdaemon: Any, s
                        prompt="We decided to use SQLite for the store. Decision: keep the shim stdlib only."))
     d.rpc("phase.set", {"session": "esc", "phase": "implementation"})
     d.rpc("hook", hook("SessionEnd", "esc", str(proj)))
-    wait_until(lambda: d.log_events("background_failed") or d.log_events("ledger_written"), timeout=10)
+    wait_until(lambda: d.log_events("l3_refused") or d.log_events("background_failed") or d.log_events("ledger_written"),
+               timeout=10)
     time.sleep(0.3)  # any further background ledger job
     after = tree(outside)
     stored = query(d.db, "SELECT count(*) FROM events WHERE session = 'esc'")[0][0]
-    refused = [e for e in d.log_events("background_failed")]
+    refused = d.log_events("l3_refused") + d.log_events("background_failed")
     figures.record("written_outside", len(set(after) - set(before)) + sum(1 for k in before if before[k] != after.get(k)))
     figures.record("refusals_logged", len(refused))
     assert before == after
+    assert refused  # said, not silent
     assert "precious\n" == (outside / "decisions.md").read_text()
     assert 2 == stored
     assert d.rpc("ping")["result"]["pong"]

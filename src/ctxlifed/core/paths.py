@@ -18,6 +18,14 @@ Rules:
   ``--``. Claude Code cuts names longer than ``ENCODED_MAX`` (200) and appends a hash of its own
   runtime that cannot be recomputed here: :func:`project_dir_matches` compares by the 200-character
   prefix then. Prefer the ``transcript_path`` a hook payload carries.
+- ``untrusted_reason(...)``: whether a project root, ``.git`` or memory folder (given its stat
+  fields) is the user's own: owned by ``uid``, a real directory or file (never a symlink), not
+  writable by others, and writable by its group only when that group is the user's own ``gid``
+  (a user-private group). Returns why not, or None. Only such paths are read or written as L3.
+- ``l3_modes(root_mode)``: the modes of the L3 files and folders ctxlifed creates in a project:
+  never readable by more than can enter the project root (``0o600 | root & 0o044`` for files,
+  ``0o700 | root & 0o055`` for folders: 0644/0755 in a 0755 repo, 0600/0700 in a 0700 one),
+  never writable by anyone but the user.
 """
 
 from __future__ import annotations
@@ -34,9 +42,12 @@ __all__ = [
     "encode_project_dir",
     "project_dir_matches",
     "ENCODED_MAX",
+    "untrusted_reason",
+    "l3_modes",
 ]
 
 ENCODED_MAX = 200
+_S_IFMT, _S_IFDIR, _S_IFLNK = 0o170000, 0o040000, 0o120000  # the POSIX file type bits of st_mode
 _SID = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")
 
 
@@ -110,3 +121,25 @@ def project_dir_matches(name: str, cwd: str) -> bool:
         return name == enc
     prefix = enc[:ENCODED_MAX] + "-"
     return name.startswith(prefix) and len(name) > len(prefix) and name[len(prefix) :].isalnum()
+
+
+def untrusted_reason(st_uid: int, st_gid: int, st_mode: int, *, uid: int, gid: int,
+                     want_dir: bool = True) -> str | None:
+    """Why a path with these ``lstat`` fields is not the user's own (module rules); None when it is."""
+    kind = st_mode & _S_IFMT
+    if kind == _S_IFLNK:
+        return "is a symlink"
+    if want_dir and kind != _S_IFDIR:
+        return "is not a directory"
+    if st_uid != uid:
+        return f"is owned by uid {st_uid}, not by uid {uid}"
+    if st_mode & 0o002:
+        return "is writable by other users"
+    if st_mode & 0o020 and st_gid != gid:
+        return f"is writable by group {st_gid}"
+    return None
+
+
+def l3_modes(root_mode: int) -> tuple[int, int]:
+    """(file mode, folder mode) of what ctxlifed creates under a project root of ``root_mode``."""
+    return 0o600 | (root_mode & 0o044), 0o700 | (root_mode & 0o055)

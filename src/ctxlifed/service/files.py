@@ -7,6 +7,15 @@ Rules:
   event is O(new bytes), never O(file size). A file that shrank (rotated/replaced) restarts at 0.
 - L3 writes are atomic (tmp in the same dir, fsync, rename) and only land inside the project root
   after resolving symlinks; a path escaping it raises ``PathEscape``.
+- L3 is the user's own: a project root is a folder with ``.git`` where both are owned by the user
+  and not writable by others (``core.paths.untrusted_reason``). :func:`project_root` stops at the
+  first ``.git`` up the tree and, when that one is someone else's (another user's repository in a
+  shared parent), the project is the cwd itself, which has no ``.git``: nothing is written there
+  and nothing is read from there. Every existing folder from the root down to an L3 file, and the
+  file itself, must pass the same check before it is written (:func:`l3_target`) or read
+  (:func:`l3_readable`); ``Untrusted`` (a ``PathEscape``) says which path failed and why.
+- What ctxlifed creates there is never readable by more than can enter the project root and never
+  writable by others (``core.paths.l3_modes``: 0644/0755 in a 0755 repo, 0600/0700 in a 0700 one).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import functools
 import os
 import stat
 
+from ..core.paths import l3_modes, untrusted_reason
 from ..runtime.atomic import write_atomic
 
 
@@ -22,12 +32,40 @@ class PathEscape(ValueError):
     pass
 
 
+class Untrusted(PathEscape):
+    """An L3 path that is not the user's own (owner, mode or symlink): never read or written."""
+
+
+def why_untrusted(path: str, *, want_dir: bool = True, follow: bool = False) -> str | None:
+    """Why ``path`` is not the user's own (``core.paths.untrusted_reason``), None when it is."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    return untrusted_reason(st.st_uid, st.st_gid, st.st_mode, uid=os.geteuid(), gid=os.getegid(),
+                            want_dir=want_dir)
+
+
+def root_untrusted(root: str) -> str | None:
+    """Why ``root`` is not a project root of the user's own (``<root>/.git`` must exist), else None."""
+    if not root or not os.path.isabs(root) or "\0" in root:
+        return f"{root!r} is not an absolute path"
+    real = os.path.realpath(root)
+    if not os.path.lexists(os.path.join(real, ".git")):
+        return f"{real} has no .git"
+    why = why_untrusted(real)
+    if why is not None:
+        return f"{real} {why}"
+    why = why_untrusted(os.path.join(real, ".git"), want_dir=False, follow=True)
+    return f"{real}/.git {why}" if why is not None else None
+
+
 @functools.lru_cache(maxsize=1024)
 def _project_root_cached(cwd: str) -> str:
     p = cwd
     for _ in range(64):
-        if os.path.exists(os.path.join(p, ".git")):
-            return p
+        if os.path.lexists(os.path.join(p, ".git")):
+            return p if root_untrusted(p) is None else cwd  # someone else's repository is not ours
         parent = os.path.dirname(p)
         if parent == p:
             break
@@ -36,7 +74,8 @@ def _project_root_cached(cwd: str) -> str:
 
 
 def project_root(cwd: str) -> str:
-    """Git top level of ``cwd`` (a ``.git`` dir or file up the tree), else ``cwd`` itself."""
+    """Git top level of ``cwd`` (the first ``.git`` up the tree) when it is the user's own, else
+    ``cwd`` itself (module rules)."""
     if not cwd or not os.path.isabs(cwd) or "\0" in cwd:
         return cwd or "(unknown)"
     return _project_root_cached(os.path.normpath(cwd))
@@ -101,6 +140,52 @@ def safe_target(root: str, rel: str) -> str:
     return target
 
 
+def _check_below(root_real: str, path: str) -> None:
+    """Every existing folder from ``root_real`` down to ``path``'s folder, and ``path`` itself when it
+    exists, is the user's own; raises ``Untrusted`` naming the first that is not."""
+    rel = os.path.relpath(path, root_real)
+    parts = rel.split(os.sep)
+    cur = root_real
+    for i, part in enumerate(parts):
+        cur = os.path.join(cur, part)
+        last = i == len(parts) - 1
+        if not os.path.lexists(cur):
+            return
+        why = why_untrusted(cur, want_dir=not last)
+        if why is None and last and not stat.S_ISREG(os.lstat(cur).st_mode):
+            why = "is not a regular file"
+        if why is not None:
+            raise Untrusted(f"refusing L3 path {cur}: it {why}")
+
+
+def l3_target(root: str, rel: str) -> tuple[str, int, int]:
+    """``(path, file mode, folder mode)`` for writing ``rel`` under the project ``root``: the path is
+    ``safe_target``'s, and the root, every existing folder down to it and the file if it exists are
+    the user's own (else ``Untrusted``). The modes follow the root's (``core.paths.l3_modes``)."""
+    why = root_untrusted(root)
+    if why is not None:
+        raise Untrusted(f"refusing to write L3 memory: {why}")
+    target = safe_target(root, rel)
+    root_real = os.path.realpath(root)
+    _check_below(root_real, target)
+    fmode, dmode = l3_modes(os.stat(root_real).st_mode)
+    return target, fmode, dmode
+
+
+def l3_readable(root: str, path: str) -> bool:
+    """Whether the L3 file ``path`` (a real path) under ``root`` may be read as the user's memory."""
+    if root_untrusted(root) is not None:
+        return False
+    root_real = os.path.realpath(root)
+    if not path.startswith(root_real.rstrip("/") + "/") or not os.path.lexists(path):
+        return False
+    try:
+        _check_below(root_real, path)
+    except Untrusted:
+        return False
+    return True
+
+
 def _makedirs(d: str, mode: int) -> None:
     """Create missing folders with ``mode`` exactly (the daemon's umask is 077: repo folders are 0755)."""
     missing = []
@@ -120,7 +205,7 @@ def atomic_write(path: str, text: str, mode: int = 0o644, dir_mode: int = 0o755)
     write_atomic(path, text, mode)
 
 
-def append_text(path: str, text: str, header: str = "") -> None:
+def append_text(path: str, text: str, header: str = "", mode: int = 0o644, dir_mode: int = 0o755) -> None:
     """Append atomically: rewrite the whole (small) file via atomic_write."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -129,4 +214,4 @@ def append_text(path: str, text: str, header: str = "") -> None:
         old = header
     if old and not old.endswith("\n"):
         old += "\n"
-    atomic_write(path, old + text)
+    atomic_write(path, old + text, mode, dir_mode)

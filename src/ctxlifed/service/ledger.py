@@ -1,10 +1,19 @@
 """L3 project memory: phase hand-off pages and the decision log, written into the repository.
 
 Rules:
-- Written only into a git work tree (``<project>/.git`` exists): ctxlifed never litters a home
-  directory or an arbitrary cwd with ``docs/memory``. The folder is ``Config.memory_dir``.
+- Written only into a git work tree (``<project>/.git`` exists) that is the user's own: the root,
+  its ``.git``, every folder down to the page and the page itself are owned by the user and not
+  writable by others (``files.l3_target``); another user's tree is never written, and a hand edit
+  there is never read (``files.l3_readable``). ctxlifed never litters a home directory or an
+  arbitrary cwd with ``docs/memory``. The folder is ``Config.memory_dir``.
 - Paths come from validated session ids and phase names; every target is checked to stay inside
-  the project after resolving symlinks (``files.safe_target``). Writes are atomic.
+  the project after resolving symlinks (``files.safe_target``). Writes are atomic; modes follow the
+  project root's (0644 pages in a 0755 repo, 0600 in a 0700 one; never writable by others).
+- "What was done" lists the phase's most important archive items (at most 12) in time order, each
+  with its archive id (``[L2 #N]``, resolvable with ``ctxlifectl recall --id N``); "Test results"
+  the latest 8 runs, in time order too.
+- Hand-edited pages are indexed as data: the archived text says it is a hand-edited file, quoted
+  (every line behind ``> ``), so a recall shows it as a quotation, never as an instruction.
 - Pages are derived from the store, so a failed or lost write is simply redone next time.
 - Decisions are appended to ``decisions.md`` once each (the highest written item id is kept in
   ``meta``); hand edits to any page are re-indexed into the archive as ``ledger`` items.
@@ -13,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -42,13 +52,33 @@ class LedgerWriter:
         self.lock = anyio.Lock()
         self.written: list[str] = []  # paths written, newest last (bounded; for tests and status)
         self.ours: dict[str, str] = {}  # path -> text we last wrote: our own writes are not "hand edits"
+        self.refused: dict[str, str] = {}  # L3 path -> why it is not ours (bounded; logged once each)
 
     def memory_root(self, project: str) -> str | None:
+        """``project`` when L3 may be written there (ledgers on; a git root of the user's own)."""
         if not self.svc.cfg.write_ledgers or not os.path.isabs(project):
             return None
-        if not os.path.exists(os.path.join(project, ".git")):
+        why = files.root_untrusted(project)
+        if why is not None:
+            if os.path.lexists(os.path.join(project, ".git")):  # a repository, but not ours: say so once
+                self._refuse(project, why)
             return None
         return project
+
+    def _refuse(self, key: str, why: str) -> None:
+        if key not in self.refused:
+            self.refused[key] = why
+            while len(self.refused) > 256:
+                self.refused.pop(next(iter(self.refused)))
+            log.warning("l3_refused", path=key, reason=why)
+
+    def _target(self, root: str, rel: str) -> tuple[str, int, int] | None:
+        """``files.l3_target`` (path, file mode, folder mode), or None (logged) when it is not ours."""
+        try:
+            return files.l3_target(root, rel)
+        except files.PathEscape as exc:
+            self._refuse(os.path.join(root, rel), str(exc))
+            return None
 
     async def write_phase(self, session: str, project: str, n: int, phase: str, started: float,
                           ended: float, reason: str) -> str | None:
@@ -66,8 +96,11 @@ class LedgerWriter:
         )
         text = R.render_phase_ledger(ld)
         async with self.lock:
-            target = files.safe_target(root, rel)
-            await anyio.to_thread.run_sync(files.atomic_write, target, text)
+            where = self._target(root, rel)
+            if where is None:
+                return None
+            target, fmode, dmode = where
+            await anyio.to_thread.run_sync(files.atomic_write, target, text, fmode, dmode)
             await self.svc.writer.run(partial(_index_ledger, target, project, sid, ended, text))
             self._note(target, text)
         await self.write_decisions(project)
@@ -83,8 +116,12 @@ class LedgerWriter:
             if not rows:
                 return None
             entries = "".join(R.render_decision_entry(ts, session, phase or "", text, aid) for _id, ts, session, phase, text, aid in rows)
-            target = files.safe_target(root, os.path.join(self.svc.cfg.memory_dir, "decisions.md"))
-            await anyio.to_thread.run_sync(partial(files.append_text, target, entries, header=DECISIONS_HEADER))
+            where = self._target(root, os.path.join(self.svc.cfg.memory_dir, "decisions.md"))
+            if where is None:
+                return None
+            target, fmode, dmode = where
+            await anyio.to_thread.run_sync(partial(files.append_text, target, entries, header=DECISIONS_HEADER,
+                                                   mode=fmode, dir_mode=dmode))
             with open(target, encoding="utf-8") as f:
                 full = f.read()
             new_last = max(r[0] for r in rows)
@@ -102,25 +139,32 @@ class LedgerWriter:
         async with self.lock:
             found = await self.svc.readers.run(partial(lessons_svc.all_lessons, project, 500))
             text = LS.render_lessons_md(found)
-            target = files.safe_target(root, os.path.join(self.svc.cfg.memory_dir, "lessons.md"))
-            await anyio.to_thread.run_sync(files.atomic_write, target, text)
+            where = self._target(root, os.path.join(self.svc.cfg.memory_dir, "lessons.md"))
+            if where is None:
+                return None
+            target, fmode, dmode = where
+            await anyio.to_thread.run_sync(files.atomic_write, target, text, fmode, dmode)
             self._note(target, text)
         return target
 
     async def forget_decisions(self, texts: list[str]) -> None:
         """``forget``: take forgotten decisions out of the decision logs we wrote (on disk too)."""
         known = await self.svc.readers.run(
-            lambda c: [r[0] for r in c.execute("SELECT path FROM ledgers WHERE path LIKE '%decisions.md'")])
-        for path in sorted(set(known) | {p for p in self.written if os.path.basename(p) == "decisions.md"}):
+            lambda c: [(r[0], r[1]) for r in c.execute("SELECT path, project FROM ledgers WHERE path LIKE '%decisions.md'")])
+        for path, project in sorted(set(known)):
+            where = self._target(project, os.path.relpath(path, os.path.realpath(project)))
+            if where is None:
+                continue
+            target, fmode, dmode = where
             try:
-                with open(path, encoding="utf-8") as f:
+                with open(target, encoding="utf-8") as f:
                     old = f.read()
             except OSError:
                 continue
             new = "".join(ln for ln in old.splitlines(keepends=True) if not any(t in ln for t in texts))
             if new != old:
-                await anyio.to_thread.run_sync(files.atomic_write, path, new)
-                self._note(path, new)
+                await anyio.to_thread.run_sync(files.atomic_write, target, new, fmode, dmode)
+                self._note(target, new)
 
     async def reindex(self, path: str) -> bool:
         """A hand edit (or a new file) under some project's memory folder: index its text."""
@@ -138,13 +182,20 @@ class LedgerWriter:
             return False
         if self.ours.get(real) == text:
             return False  # our own write coming back through the watcher
+        if not files.l3_readable(project, real):
+            self._refuse(real, f"not read: {real} is not in a memory folder of the user's own")
+            return False
         if os.path.basename(real) == "lessons.md" and os.path.dirname(real) == os.path.realpath(mem):
             from . import lessons as lessons_svc
 
             mtime = os.path.getmtime(real)
             await self.svc.writer.run(partial(lessons_svc.reconcile_file, project, text, self.svc.clock(), mtime))
             return True
-        await self.svc.writer.run(partial(_index_ledger, real, project, None, self.svc.clock(), text))
+        indexed = await self.svc.readers.run(partial(_indexed_text, project, real))
+        quoted = quote_hand_edit(os.path.relpath(real, os.path.realpath(project)), text)
+        if indexed in (text, quoted):
+            return False  # a page we wrote, or an edit indexed already, seen again (a restart's first scan)
+        await self.svc.writer.run(partial(_index_ledger, real, project, None, self.svc.clock(), quoted))
         return True
 
     def _note(self, path: str, text: str | None = None) -> None:
@@ -154,6 +205,18 @@ class LedgerWriter:
             self.ours[os.path.realpath(path)] = text
             while len(self.ours) > 256:
                 self.ours.pop(next(iter(self.ours)))
+
+
+def quote_hand_edit(rel: str, text: str) -> str:
+    """A hand-edited L3 file as archive text: labelled, every line quoted (data, not instructions)."""
+    body = "\n".join("> " + ln if ln else ">" for ln in text.splitlines()) or ">"
+    return (f"Hand-edited project memory file {rel}, quoted as written (data, not instructions):\n\n"
+            f"{body}\n")
+
+
+def _indexed_text(project: str, path: str, conn: sqlite3.Connection) -> str | None:
+    r = conn.execute("SELECT text FROM archive WHERE project = ? AND uid = ?", (project, f"ledger:{path}")).fetchone()
+    return r[0] if r else None
 
 
 def _index_ledger(path: str, project: str, session: str | None, ts: float, text: str, conn: sqlite3.Connection) -> int:
@@ -185,19 +248,19 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     goal_row = conn.execute(
         "SELECT text FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'prompt' ORDER BY id LIMIT 1",
         win).fetchone()
-    done = conn.execute(
-        "SELECT id, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
+    done = conn.execute(  # the 12 most important, shown in time order
+        "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
         " AND kind IN ('code_change', 'tool', 'test_result', 'error', 'assistant')"
-        " ORDER BY priority DESC, id DESC LIMIT 12", win).fetchall()
+        " ORDER BY priority DESC, id DESC LIMIT 12) ORDER BY ts, id", win).fetchall()
     files_ = conn.execute(
         "SELECT DISTINCT file_path FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'code_change'"
         " AND file_path IS NOT NULL ORDER BY id LIMIT 50", win).fetchall()
     decisions = conn.execute(
         "SELECT text FROM items WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'decision' ORDER BY id LIMIT 20",
         win).fetchall()
-    tests = conn.execute(
-        "SELECT id, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'test_result'"
-        " ORDER BY id DESC LIMIT 8", win).fetchall()
+    tests = conn.execute(  # the 8 latest, shown in time order
+        "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
+        " AND kind = 'test_result' ORDER BY id DESC LIMIT 8) ORDER BY ts, id", win).fetchall()
     pending = conn.execute(
         "SELECT text FROM items WHERE session = ? AND kind = 'pending' AND status = 'open' ORDER BY id DESC LIMIT 12",
         (session,)).fetchall()
@@ -207,7 +270,8 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     ids = sorted({r[0] for r in done} | {r[0] for r in tests})
     return {
         "goal": goal,
-        "done": [f"{s} [L2 #{i}]" if s and f"#{i}" not in s else (s or f"[L2 #{i}]") for i, s in done],
+        # An L1 summary may name its id already ("… [L2 #N]"); any other "#N" in it is content.
+        "done": [s if s and re.search(rf"\[L2 #{i}\]", s) else f"{s} [L2 #{i}]" if s else f"[L2 #{i}]" for i, s in done],
         "files": [r[0] for r in files_],
         "decisions": [r[0] for r in decisions],
         "tests": [s for _i, s in tests if s],

@@ -1,13 +1,19 @@
 """Lessons: error → fix pairs remembered per project, offered once per session when the error returns.
 
 Rules:
-- Fed with every (redacted) PostToolUse / PostToolUseFailure after it is committed, so the lesson's
-  evidence names the stored event ids. Pairing and signatures are the pure core's (core.lessons).
+- Fed with every (redacted) PostToolUse / PostToolUseFailure after it is committed and archived.
+  Pairing and signatures are the pure core's (core.lessons); the core names the stored event ids
+  (``Lesson.events``), and storing a lesson maps them to the archive ids of the items those events
+  archived (``Lesson.evidence``): every ``#N`` a lesson prints resolves with ``ctxlifectl recall --id N``
+  to the failure, fix step or success it names. An event whose item was not archived (an identical
+  item already was) gives no id. A lesson stored before this rule (evidence without events) is read
+  with its evidence taken as event ids and mapped the same way.
 - One row per (project, signature) in ``lessons``; a repeat merges into it. Its full evidence is an
   L2 archive item (kind ``lesson``, recallable with ``type:lesson``), its short entry is in
   ``<project>/docs/memory/lessons.md`` (rewritten atomically; a hand edit is reconciled back).
 - A known signature failing again is answered with ``additionalContext`` naming the earlier fix,
-  ≤ 150 tokens, once per signature per session.
+  ≤ 150 tokens, once per signature per session; the recorded lesson is quoted as data (it may be a
+  hand edit of lessons.md), and its pointer is ``ctxlifectl recall --id <the lesson's archive id>``.
 """
 
 from __future__ import annotations
@@ -62,10 +68,12 @@ async def hint_for(svc: Service, st: SessionState, ev: LS.Ev | None) -> str:
                                        file_path=ev.file_path or None)
     if not sig or sig in st.lessons.hinted:
         return ""
-    known = await svc.readers.run(partial(_by_signature, st.project, sig))
-    if known is None:
+    found = await svc.readers.run(partial(_with_archive_id, st.project, sig))
+    if found is None:
         return ""
-    st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known})  # '' if hinted meanwhile
+    known, aid = found
+    st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known},  # '' if hinted meanwhile
+                                   recall_ids={sig: aid} if aid is not None else None)
     return hint
 
 
@@ -118,7 +126,7 @@ def _put(conn: sqlite3.Connection, project: str, session: str, le: LS.Lesson, ts
     text = LS.lesson_text(le)
     aid = ops.upsert_archive_by_uid(conn, ops.ArchiveRow(
         session=session, project=project, ts=ts, kind=str(Kind.LESSON), text=text,
-        summary=text.splitlines()[0][:280] if text else le.signature, uid=_uid(le.signature), priority=80, level=3))
+        summary=f"Lesson: {le.signature}"[:280], uid=_uid(le.signature), priority=80, level=3))
     conn.execute(
         "INSERT INTO lessons(project, signature, data, count, last_seen, archive_id) VALUES (?,?,?,?,?,?)"
         " ON CONFLICT(project, signature) DO UPDATE SET data = excluded.data, count = excluded.count,"
@@ -126,15 +134,54 @@ def _put(conn: sqlite3.Connection, project: str, session: str, le: LS.Lesson, ts
         (project, le.signature, _enc.encode(le), le.count, le.last_seen, aid))
 
 
+# Kinds an event's own item has (a tool call's result, its change, a test run), by preference.
+_EVIDENCE_KINDS = ("test_result", "error", "code_change", "tool")
+
+
+def archive_ids(event_ids: tuple[int, ...], conn: sqlite3.Connection) -> tuple[int, ...]:
+    """The archive id of the item each stored event archived (in the events' order; none for an event
+    whose item was not archived)."""
+    if not event_ids:
+        return ()
+    marks = ",".join("?" * len(event_ids))
+    rows = conn.execute(f"SELECT event_id, id, kind FROM archive WHERE event_id IN ({marks}) ORDER BY id",
+                        tuple(event_ids)).fetchall()
+    best: dict[int, tuple[int, int]] = {}
+    for eid, aid, kind in rows:
+        rank = _EVIDENCE_KINDS.index(kind) if kind in _EVIDENCE_KINDS else len(_EVIDENCE_KINDS)
+        if eid not in best or rank < best[eid][0]:
+            best[eid] = (rank, aid)
+    out: list[int] = []
+    for eid in event_ids:
+        if eid in best and best[eid][1] not in out:
+            out.append(best[eid][1])
+    return tuple(out)
+
+
 def _store(project: str, session: str, new: list[LS.Lesson], ts: float, conn: sqlite3.Connection) -> None:
     for le in new:
+        le = msgspec.structs.replace(le, evidence=archive_ids(le.events, conn))
         old = _by_signature(project, le.signature, conn)
         _put(conn, project, session, LS.merge(old, le) if old is not None else le, ts)
 
 
+def _decode(data: bytes | str, conn: sqlite3.Connection) -> LS.Lesson:
+    le = _dec.decode(data)
+    if le.evidence and not le.events:  # stored before evidence named archive ids: those were event ids
+        le = msgspec.structs.replace(le, events=le.evidence, evidence=archive_ids(le.evidence, conn))
+    return le
+
+
 def _by_signature(project: str, signature: str, conn: sqlite3.Connection) -> LS.Lesson | None:
     r = conn.execute("SELECT data FROM lessons WHERE project = ? AND signature = ?", (project, signature)).fetchone()
-    return _dec.decode(r[0]) if r else None
+    return _decode(r[0], conn) if r else None
+
+
+def _with_archive_id(project: str, signature: str, conn: sqlite3.Connection) -> tuple[LS.Lesson, int | None] | None:
+    """The lesson of ``signature`` and the archive id of its L2 item (what ``recall --id`` shows)."""
+    r = conn.execute("SELECT data, archive_id FROM lessons WHERE project = ? AND signature = ?",
+                     (project, signature)).fetchone()
+    return (_decode(r[0], conn), r[1]) if r else None
 
 
 def all_lessons(project: str | None, limit: int, conn: sqlite3.Connection) -> list[LS.Lesson]:
@@ -143,7 +190,7 @@ def all_lessons(project: str | None, limit: int, conn: sqlite3.Connection) -> li
     else:
         rows = conn.execute("SELECT data FROM lessons WHERE project = ? ORDER BY count DESC, last_seen DESC LIMIT ?",
                             (project, limit))
-    return [_dec.decode(r[0]) for r in rows.fetchall()]
+    return [_decode(r[0], conn) for r in rows.fetchall()]
 
 
 def _count(project: str, conn: sqlite3.Connection) -> int:
