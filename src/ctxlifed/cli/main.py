@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..runtime import paths as P
+from . import shimstate
 from .client import DaemonUnavailable, RemoteError, call, pid_alive, wait_ready
 
 PHASES = ("planning", "design", "implementation", "testing", "review")
@@ -115,16 +116,38 @@ def _client_params(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if v is not None}
 
 
+def render_shim(st: shimstate.ShimState, now: float) -> list[str]:
+    """What the hook shim left behind (read client-side), one line each; none when all is well."""
+    lines = []
+    if st.dropped:
+        lines.append(f"dropped {st.dropped:,} hook events could be kept nowhere (no daemon and no spool could be"
+                     f" written; last {_ago(st.dropped_at, now)}): see `ctxlifectl doctor`")
+    if st.runtime_spool_bytes:
+        lines.append(f"spooled {_human_bytes(st.runtime_spool_bytes)} of events in {st.runtime_spool} (the data folder"
+                     " could not be written)")
+    if st.stalled_since:
+        lines.append(f"stalled the daemon missed a hook's deadline {_ago(st.stalled_since, now)}; hooks spool until"
+                     " it answers in time")
+    return lines
+
+
 def cmd_status(ns: argparse.Namespace, sock: str) -> int:
     params = _client_params(ns, session=ns.session, cwd=None if (ns.all or ns.session) else os.getcwd(),
                             where=ns.where or None, survival=ns.survival or None)
-    r = call(sock, "status", params)
-    if ns.all is False and not r.get("sessions") and not ns.session:
-        r = call(sock, "status", {})
+    shim = shimstate.read(P.data_dir(ns.data_dir), os.path.dirname(sock))
+    try:
+        r = call(sock, "status", params)
+        if ns.all is False and not r.get("sessions") and not ns.session:
+            r = call(sock, "status", {})
+    except DaemonUnavailable:
+        for line in render_shim(shim, time.time()):
+            print(f"ctxlifectl: {line}", file=sys.stderr)
+        raise
     if ns.json:
-        print(json.dumps(r, indent=2, ensure_ascii=False))
+        print(json.dumps({**r, "shim": {"dropped": shim.dropped, "runtime_spool_bytes": shim.runtime_spool_bytes,
+                                        "stalled_since": shim.stalled_since}}, indent=2, ensure_ascii=False))
     else:
-        print(render_status(r, time.time()))
+        print("\n".join([render_status(r, time.time()), *render_shim(shim, time.time())]))
     return 0
 
 
