@@ -500,11 +500,15 @@ def test_a_lock_file_that_is_not_trustworthy_is_ignored(short_tmp: Path, figures
 
 
 # -- 10: a hung daemon costs one deadline -------------------------------------------------------------------
-def test_a_hung_daemon_costs_one_deadline_then_hooks_spool(rdaemon: Any, figures: Any) -> None:
+def test_a_hung_daemon_costs_one_deadline_then_hooks_spool(rdaemon: Any, figures: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGSTOPped daemon: the first hook waits out its deadline (counted from the shim's start, spooling
-    included) and marks the daemon stalled; the next hooks only probe it briefly and spool. Resumed, a
-    probe finds it answering, the mark goes, and every event is stored exactly once."""
+    included) and marks the daemon stalled; the next hooks only probe it briefly and spool, and doctor
+    says so. Resumed, a probe finds it answering, the mark goes, and every event is stored exactly once."""
+    from ctxlifed.cli import doctor
+
     d = rdaemon()
+    monkeypatch.setenv("CTXLIFED_DATA_DIR", str(d.data_dir))
     d.start()
     env = dict(d.env, CTXLIFED_HOOK_DEADLINE="1.5", CTXLIFED_DAEMON_CMD="/bin/true")
     mark = Path(d.socket).parent / "stalled"
@@ -517,11 +521,13 @@ def test_a_hung_daemon_costs_one_deadline_then_hooks_spool(rdaemon: Any, figures
             timings.append(round(ms, 1))
             marked.append(mark.exists())
         kept = spooled(d.data_dir / "spool.jsonl")  # read while it is stopped: nothing ingested yet
+        said = [f for f in doctor.check_shim(d.socket) if "missed a hook's deadline" in f.message]
     finally:
         os.kill(d.pid, signal.SIGCONT)
     figures.record("first_hook_ms", timings[0], "ms")
     figures.record("later_hooks_ms", timings[1:], "ms")
     assert [True] * 4 == marked
+    assert 1 == len(said) and said[0].fix
     assert [f"turn {i}" for i in range(4)] == [k["payload"]["prompt"] for k in kept]
     sent = [4]
 
