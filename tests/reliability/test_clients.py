@@ -455,6 +455,7 @@ def test_a_shim_without_its_socket_finds_the_running_daemon(rdaemon: Any, short_
     _write_lock(d.data_dir, d.socket)
     elsewhere = short_tmp / "other-rt"
     elsewhere.mkdir(mode=0o700)
+    (elsewhere / "stalled").write_text("")  # left by a daemon that hung there once, and is gone
     env = dict(d.env, CTXLIFED_SOCKET=str(elsewhere / "ctxlifed.sock"), CTXLIFED_HOOK_DEADLINE="5",
                CTXLIFED_DAEMON_CMD=f"/usr/bin/touch {short_tmp / 'spawned'}")
     r, _ = run_shim_timed(prompt("found"), env)
@@ -465,6 +466,7 @@ def test_a_shim_without_its_socket_finds_the_running_daemon(rdaemon: Any, short_
     assert 1 == stored[0]["events"]
     assert not (d.data_dir / "spool.jsonl").exists()
     assert not (short_tmp / "spawned").exists()
+    assert not (elsewhere / "stalled").exists()  # a stale mark does not shorten the wait for the daemon found
     monkeypatch.setenv("CTXLIFED_DATA_DIR", str(d.data_dir))
     assert call(str(elsewhere / "ctxlifed.sock"), "ping")["pid"] == d.pid  # ctxlifectl finds it too
 

@@ -423,6 +423,14 @@ def _budget(data):
     return max(0.05, budget)
 
 
+def _probe(folder, deadline, meanwhile):
+    """(stalled, how long to wait, work to do while waiting) for the daemon whose socket is in ``folder``:
+    marked stalled, it gets a short probe and the spool line is prepared meanwhile."""
+    if not os.path.exists(os.path.join(folder, STALLED_NAME)):
+        return False, deadline, None
+    return True, min(deadline, time.monotonic() + PROBE_S), meanwhile
+
+
 def run(data, now=None):
     """Return (stdout text, exit code). Never raises for a transport fault."""
     start = STARTED if now is None else now
@@ -442,22 +450,20 @@ def run(data, now=None):
             return "", 0
     rid = os.urandom(8).hex().encode()
     frame = b'{"jsonrpc":"2.0","id":"' + rid + b'","method":"hook","params":' + payload + b"}\n"
-    stalled = os.path.exists(os.path.join(folder, STALLED_NAME))
     ready = []  # while stalled: the payload redacted for the spool while the probe waits
-    meanwhile = None
-    if stalled:  # the daemon missed a deadline: a short probe, then the spool
-        deadline = min(deadline, time.monotonic() + PROBE_S)
-        meanwhile = lambda: ready.append(_redacted(payload))  # noqa: E731
+    stalled, wait, meanwhile = _probe(folder, deadline, lambda: ready.append(_redacted(payload)))
     try:
         try:
-            line = _exchange(path, frame, deadline, meanwhile)
+            line = _exchange(path, frame, wait, meanwhile)
         except (FileNotFoundError, ConnectionRefusedError):
+            if stalled:
+                _mark(folder, False)  # no daemon there any more: the mark is stale
             other = _locked_socket(path)  # the running daemon may listen elsewhere (another runtime dir)
             if other is None:
                 raise
             path, folder = other, os.path.dirname(other)
-            stalled = os.path.exists(os.path.join(folder, STALLED_NAME))
-            line = _exchange(path, frame, deadline)
+            stalled, wait, meanwhile = _probe(folder, deadline, lambda: ready.append(_redacted(payload)))
+            line = _exchange(path, frame, wait, meanwhile)
     except (FileNotFoundError, ConnectionRefusedError):
         if stalled:
             _mark(folder, False)  # the stalled daemon is gone; the next one is waited for again
