@@ -5,6 +5,9 @@ Rules:
   ``store`` (a test checks it). ``daemon start`` launches ``python -m ctxlifed`` as a process.
 - Exit codes: 0 ok; 1 daemon down or a remote error (the message says what to do); 2 usage error.
 - ``--json`` prints the daemon's result as JSON for scripts; without it output is for humans.
+- ``status`` also shows what the hook shim left on disk (``cli.shimstate``: events it could keep
+  nowhere, its runtime-dir spool, a daemon marked stalled), read client-side; with the daemon down
+  those lines go to stderr with the error.
 """
 
 from __future__ import annotations
