@@ -167,6 +167,34 @@ def test_a_socket_in_a_folder_others_can_write_gets_nothing(short_tmp: Path, fig
     assert not (d / "spool.jsonl").exists()
 
 
+@pytest.mark.parametrize("action", ["start", "stop"])
+def test_daemon_start_and_stop_say_whose_socket_it_is(short_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any,
+                                                      action: str) -> None:
+    """``ctxlifectl daemon start|stop`` at a socket in an open folder: exit 1 with the reason, neither
+    "not running" nor a daemon started (ours would refuse that folder anyway)."""
+    from ctxlifed.cli.main import main
+
+    d = short_tmp / "open"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    sock = str(d / "ctxlifed.sock")
+    srv = Listener(sock)
+    env = shim_env(short_tmp, sock)
+    for k in ("CTXLIFED_SOCKET", "CTXLIFED_DATA_DIR"):
+        monkeypatch.setenv(k, env[k])
+    capsys.readouterr()
+    try:
+        rc = main(["--socket", sock, "daemon", action])
+    finally:
+        srv.close()
+    out = capsys.readouterr()
+    assert 1 == rc
+    assert "refusing to talk to" in out.err and "writable by others" in out.err
+    assert "" == out.out
+    assert [] == srv.received
+    assert not (Path(env["CTXLIFED_DATA_DIR"]) / "ctxlifed.log").exists()  # nothing was started
+
+
 def test_the_same_listener_in_a_private_folder_is_trusted(short_tmp: Path, figures: Any) -> None:
     """The control: the listener above in a 0700 folder of ours is talked to and its answer printed,
     so it is the folder's mode alone that stops the clients above."""

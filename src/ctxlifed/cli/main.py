@@ -23,7 +23,7 @@ from typing import Any
 from .. import __version__
 from ..runtime import paths as P
 from . import shimstate
-from .client import DaemonUnavailable, RemoteError, call, pid_alive, wait_ready
+from .client import DaemonUnavailable, RemoteError, UntrustedSocket, call, pid_alive, wait_ready
 
 PHASES = ("planning", "design", "implementation", "testing", "review")
 
@@ -249,6 +249,8 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
     if ns.action == "stop":
         try:
             r = call(sock, "ping", {}, timeout=2)
+        except UntrustedSocket:
+            raise  # not "not running": someone else's socket; the message says whose
         except DaemonUnavailable:
             print("ctxlifed is not running")
             return 0
@@ -264,6 +266,8 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         r = call(sock, "ping", {}, timeout=2)
         print(f"ctxlifed is already running (pid {r['pid']}) at {sock}")
         return 0
+    except UntrustedSocket:
+        raise  # a daemon of ours would refuse that folder too: say why instead of starting one
     except DaemonUnavailable:
         pass
     data = P.data_dir(ns.data_dir)
