@@ -38,7 +38,9 @@ Rules:
   dir) that ``ctxlifectl status`` and ``doctor`` show.
 - A hung daemon costs one deadline, not one per hook: a missed deadline leaves a ``stalled`` mark
   in the socket's folder; while it is there each hook gives the daemon only a short probe
-  (``PROBE_S``) before spooling, and the first answer in time removes the mark.
+  (``PROBE_S``; a full listen backlog ends it at once) before spooling, preparing the spool line
+  while it waits, and the first answer in time removes the mark. A mark next to an absent socket
+  is stale and removed.
 - The spool is a store too: before a payload is written to it, secrets are redacted with the
   daemon's own rules (``core/redact.py``, loaded from the installed package next to this file, only
   on this rare path), unless ``CTXLIFED_REDACT=0``. If the rules cannot be loaded (a copy of this
@@ -294,7 +296,8 @@ def _exchange(path, frame, deadline, meanwhile=None):
                 break
             except (BlockingIOError, InterruptedError):
                 # AF_UNIX: the daemon's listen backlog is full (a burst); retry until the deadline.
-                if time.monotonic() + 0.005 >= deadline:
+                # A probe of a stalled daemon does not: a full backlog is its answer.
+                if meanwhile is not None or time.monotonic() + 0.005 >= deadline:
                     raise TimeoutError("backlog full") from None
                 s.close()
                 time.sleep(0.005)
