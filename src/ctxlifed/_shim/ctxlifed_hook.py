@@ -7,18 +7,40 @@ Rules:
   ``socket.py`` would cost more than the rest of the start-up together; os, sys, time). json and
   subprocess are imported lazily on the rare paths that need them: the usual reply (an empty or
   plain stdout) is recognised byte for byte. It must start fast.
-- Fail open, always: daemon absent, hung (SIGSTOP), slow, or answering garbage -> exit 0 with empty
-  stdout before the deadline (``CTXLIFED_HOOK_DEADLINE`` seconds, default 1.5 in all; SessionEnd
-  gets at most 1.0 because Claude Code gives all SessionEnd hooks 1.5 s together). A transport
-  fault is never exit 2 and never prints.
+- Fail open, always: daemon absent, hung (SIGSTOP), slow, untrusted or answering garbage -> exit 0
+  with empty stdout before the deadline. The deadline counts from this process's start, spooling
+  included: ``CTXLIFED_HOOK_DEADLINE`` seconds (default 1.5, capped at 4.0, under Claude Code's
+  5 s hook timeout; SessionEnd gets at most 1.0 because Claude Code gives all SessionEnd hooks
+  1.5 s together); the daemon gets that minus a reserve kept for spooling. A transport fault is
+  never exit 2 and never prints.
 - Stdout carries exactly what the daemon said to print, nothing else. Diagnostics never go to
   stdout; there are none on stderr either (Claude Code shows stderr of failing hooks).
+- Trust before the first byte: the socket's folder must be ours and writable by nobody else, the
+  socket ours, and the peer's uid ours (SO_PEERCRED on Linux, LOCAL_PEERCRED on macOS and the
+  BSDs). Otherwise the event is spooled (in the data dir, never next to the untrusted socket),
+  nothing is printed and no daemon is started; ``ctxlifectl doctor`` says why.
+- Default socket (as ``runtime/paths.py``): ``CTXLIFED_SOCKET`` > ``$XDG_RUNTIME_DIR/ctxlifed/
+  ctxlifed.sock`` > ``<data dir>/run/ctxlifed.sock``, and ``/tmp/ctxlifed-<uid>/ctxlifed.sock``
+  only when that path does not fit a socket address (103 bytes). Socket absent (ENOENT /
+  ECONNREFUSED): the running daemon's lock file (``<data dir>/ctxlifed.lock``: ours, not writable
+  by others, one JSON line naming its socket) may name another socket; that one is tried, with the
+  same checks, before a daemon is started.
 - No event is lost for want of a daemon: unless the daemon acknowledged the event (a result for
   this request's id) or refused it for good (any other error for this id), the event is appended to
   a bounded per-user spool file that the daemon ingests later. So: absent, hung, slow, reset,
-  garbage or a reply for another id, and the "not now" errors (``storage_full``, ``busy``,
-  ``shutting_down``) all spool. Each request carries a random id, so an event both spooled and
-  later processed is stored once.
+  untrusted, garbage or a reply for another id, and the "not now" errors (``storage_full``,
+  ``busy``, ``shutting_down``, ``storage_unavailable``) all spool. Each request carries a random
+  id, so an event both spooled and later processed is stored once.
+- Where the spool lives: ``<data dir>/spool.jsonl``; when that cannot be written (disk full,
+  read-only, I/O error, at its bound) ``spool.jsonl`` in the socket's folder (the runtime dir, a
+  tmpfs under ``$XDG_RUNTIME_DIR``), if that folder is trusted. An event kept nowhere (or too large
+  even when cut) is counted in a ``dropped`` file (a decimal count, 0600; data dir, else runtime
+  dir) that ``ctxlifectl status`` and ``doctor`` show.
+- A hung daemon costs one deadline, not one per hook: a missed deadline leaves a ``stalled`` mark
+  in the socket's folder; while it is there each hook gives the daemon only a short probe
+  (``PROBE_S``; a full listen backlog ends it at once) before spooling, preparing the spool line
+  while it waits, and the first answer in time removes the mark. A mark next to an absent socket
+  is stale and removed.
 - The spool is a store too: before a payload is written to it, secrets are redacted with the
   daemon's own rules (``core/redact.py``, loaded from the installed package next to this file, only
   on this rare path), unless ``CTXLIFED_REDACT=0``. If the rules cannot be loaded (a copy of this
@@ -33,22 +55,30 @@ import _socket as socket  # the C socket type: all a Unix-socket client needs, ~
 import sys
 import time
 
+STARTED = time.monotonic()  # the deadline counts from here (the interpreter's own start is a few ms earlier)
 SHIM_VERSION = "1"
 MAX_PAYLOAD = 960 * 1024  # stays under the daemon's 1 MiB frame cap with the envelope
 MAX_REPLY = 1 << 20
 MAX_STDIN = 64 << 20
-# Daemon errors meaning "not stored, try later" (protocol/_errors.py): storage_full, busy, shutting_down.
-RETRY_LATER = (-32000, -32001, -32002)
+# Daemon errors meaning "not stored, try later" (protocol/_errors.py): storage_full, busy,
+# shutting_down, storage_unavailable.
+RETRY_LATER = (-32000, -32001, -32002, -32007)
 SPOOL_MAX = int(os.environ.get("CTXLIFED_SPOOL_MAX", str(64 << 20)) or 0)
+RUNTIME_SPOOL_MAX = 16 << 20  # the fallback spool lives in memory (tmpfs)
+DEFAULT_DEADLINE = 1.5
+MAX_DEADLINE = 4.0  # Claude Code kills a hook at its timeout (5 s for ours); exit before it
+SPOOL_RESERVE = 0.1  # of the deadline, kept for spooling (redaction loads its rules)
+PROBE_S = 0.01  # while the daemon is marked stalled: how long a hook waits for it before spooling
+MAX_SOCKET_PATH = 103  # sun_path: 107 usable bytes on Linux, 103 on macOS
+UID = os.geteuid()
+LOCK_NAME = "ctxlifed.lock"
+SPOOL_NAME = "spool.jsonl"
+STALLED_NAME = "stalled"
+DROPPED_NAME = "dropped"
 
 
-def _runtime_socket():
-    p = os.environ.get("CTXLIFED_SOCKET")
-    if p:
-        return os.path.abspath(os.path.expanduser(p))
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    base = os.path.join(xdg, "ctxlifed") if xdg and os.path.isabs(xdg) else "/tmp/ctxlifed-%d" % os.getuid()
-    return os.path.join(base, "ctxlifed.sock")
+class Untrusted(Exception):
+    """The socket, its folder or the process listening on it is not ours: send nothing."""
 
 
 def _data_dir():
@@ -57,6 +87,37 @@ def _data_dir():
         base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
         p = os.path.join(base, "ctxlifed")
     return os.path.abspath(os.path.expanduser(p))
+
+
+def _runtime_socket():
+    p = os.environ.get("CTXLIFED_SOCKET")
+    if p:
+        return os.path.abspath(os.path.expanduser(p))
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "ctxlifed", "ctxlifed.sock")
+    p = os.path.join(_data_dir(), "run", "ctxlifed.sock")
+    if len(os.fsencode(p)) > MAX_SOCKET_PATH:
+        p = "/tmp/ctxlifed-%d/ctxlifed.sock" % os.getuid()
+    return p
+
+
+def _private_dir(d):
+    """Raise Untrusted unless folder ``d`` is ours and writable by nobody else (FileNotFoundError: absent)."""
+    st = os.stat(d)
+    if st.st_uid != UID:
+        raise Untrusted("%s belongs to uid %d" % (d, st.st_uid))
+    if st.st_mode & 0o022:
+        raise Untrusted("%s is writable by others (mode %o)" % (d, st.st_mode & 0o777))
+
+
+def _peer_uid(s):
+    """The uid of the process at the other end of connected socket ``s``; None if the OS cannot tell."""
+    if hasattr(socket, "SO_PEERCRED"):  # Linux: struct ucred {pid, uid, gid}
+        return int.from_bytes(s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[4:8], sys.byteorder)
+    if sys.platform == "darwin" or "bsd" in sys.platform:  # LOCAL_PEERCRED at SOL_LOCAL: struct xucred
+        return int.from_bytes(s.getsockopt(0, getattr(socket, "LOCAL_PEERCRED", 1), 76)[4:8], sys.byteorder)
+    return None
 
 
 def _shrink(payload):
@@ -89,17 +150,17 @@ def _redacted(payload):
     if os.environ.get("CTXLIFED_REDACT", "1").strip().lower() in ("0", "false", "no", "off"):
         return payload
     try:
-        import importlib.util
         import json
+        from importlib.machinery import SourceFileLoader  # ~10x cheaper to import than importlib.util
 
         here = os.path.dirname(os.path.realpath(__file__))  # through a link (clients/) to the package
         for rel in (("..", "core", "redact.py"), ("..", "..", "core", "redact.py")):
             path = os.path.normpath(os.path.join(here, *rel))
             if not os.path.isfile(path):
                 continue
-            spec = importlib.util.spec_from_file_location("_ctxlifed_redact", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            mod = type(os)("_ctxlifed_redact")
+            mod.__file__ = path
+            SourceFileLoader(mod.__name__, path).exec_module(mod)  # uses its cached bytecode
             obj, n = mod.redact_obj(json.loads(payload))
             if not n:
                 return payload
@@ -109,26 +170,79 @@ def _redacted(payload):
     return payload
 
 
-def _spool(rid, payload):
-    payload = _redacted(payload)
+def _append(d, line, bound):
+    """Append ``line`` to the spool in folder ``d``; False if it cannot be kept there."""
     try:
-        d = _data_dir()
         os.makedirs(d, mode=0o700, exist_ok=True)
-        path = os.path.join(d, "spool.jsonl")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(os.path.join(d, SPOOL_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             import fcntl
 
             fcntl.flock(fd, fcntl.LOCK_EX)
-            if SPOOL_MAX and os.fstat(fd).st_size + len(payload) > SPOOL_MAX:
+            size = os.fstat(fd).st_size
+            if bound and size + len(line) > bound:
                 return False
-            line = b'{"rid":"' + rid + b'","ts":' + repr(time.time()).encode() + b',"payload":' + payload + b"}\n"
-            os.write(fd, line)
-            return True
+            try:
+                if os.write(fd, line) == len(line):
+                    return True
+            except OSError:
+                pass
+            os.ftruncate(fd, size)  # a short write (disk full) leaves no half line behind
+            return False
         finally:
             os.close(fd)
     except OSError:
         return False
+
+
+def _trusted_dir(d):
+    """``d`` if it is (or can be made) a folder of ours that nobody else can write, else None."""
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        _private_dir(d)
+        return d
+    except (OSError, Untrusted):
+        return None
+
+
+def _count_dropped(runtime_dir):
+    """One more event kept nowhere: bump the ``dropped`` count (data dir, else the runtime dir)."""
+    for d in (_data_dir(), runtime_dir):
+        if d is None:
+            continue
+        try:
+            fd = os.open(os.path.join(d, DROPPED_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            continue
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.read(fd, 32).strip()
+            n = int(raw) if raw.isdigit() else 0
+            out = b"%d\n" % (n + 1)
+            if os.pwrite(fd, out, 0) == len(out):
+                os.ftruncate(fd, len(out))
+                return
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _keep(rid, payload, runtime_dir, redacted=None):
+    """Spool the event (data dir, else the trusted runtime dir ``runtime_dir``); count it if kept nowhere.
+    ``redacted``: the payload already redacted, when it was."""
+    payload = _redacted(payload) if redacted is None else redacted
+    line = b'{"rid":"' + rid + b'","ts":' + repr(time.time()).encode() + b',"payload":' + payload + b"}\n"
+    data = _data_dir()
+    if _append(data, line, SPOOL_MAX):
+        return True
+    if runtime_dir is not None and os.path.realpath(runtime_dir) != os.path.realpath(data):
+        if _trusted_dir(runtime_dir) and _append(runtime_dir, line, min(SPOOL_MAX or RUNTIME_SPOOL_MAX, RUNTIME_SPOOL_MAX)):
+            return True
+    _count_dropped(_trusted_dir(runtime_dir) if runtime_dir is not None else None)
+    return False
 
 
 def _spawn():
@@ -162,8 +276,17 @@ def _spawn():
         pass
 
 
-def _exchange(path, frame, deadline):
-    """Send one frame and return the reply line, or raise on any fault or at the deadline."""
+def _exchange(path, frame, deadline, meanwhile=None):
+    """Send one frame and return the reply line, or raise on any fault or at the deadline.
+
+    Nothing is sent unless the folder, the socket and the peer are ours (else Untrusted);
+    FileNotFoundError / ConnectionRefusedError: no daemon there; TimeoutError: none in time.
+    ``meanwhile()`` runs once the frame is sent, while the daemon works; the reply is then still
+    looked for even if the deadline passed meanwhile."""
+    _private_dir(os.path.dirname(path))
+    st = os.stat(path)
+    if st.st_uid != UID or st.st_mode & 0o170000 != 0o140000:
+        raise Untrusted("%s is not a socket of ours (uid %d)" % (path, st.st_uid))
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         while True:
@@ -173,12 +296,19 @@ def _exchange(path, frame, deadline):
                 break
             except (BlockingIOError, InterruptedError):
                 # AF_UNIX: the daemon's listen backlog is full (a burst); retry until the deadline.
-                if time.monotonic() + 0.005 >= deadline:
+                # A probe of a stalled daemon does not: a full backlog is its answer.
+                if meanwhile is not None or time.monotonic() + 0.005 >= deadline:
                     raise TimeoutError("backlog full") from None
                 s.close()
                 time.sleep(0.005)
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        peer = _peer_uid(s)
+        if peer is not None and peer != UID:
+            raise Untrusted("the process listening on %s runs as uid %d" % (path, peer))
         s.sendall(frame)
+        if meanwhile is not None:
+            meanwhile()
+            deadline = max(deadline, time.monotonic() + 0.002)
         buf = b""
         while b"\n" not in buf:
             left = deadline - time.monotonic()
@@ -194,6 +324,45 @@ def _exchange(path, frame, deadline):
         return buf.split(b"\n", 1)[0]
     finally:
         s.close()
+
+
+def _locked_socket(path):
+    """The socket the running daemon's lock file names, when it is not ``path``; else None."""
+    try:
+        fd = os.open(os.path.join(_data_dir(), LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != UID or st.st_mode & 0o022 or st.st_mode & 0o170000 != 0o100000:
+            return None
+        raw = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    import json
+
+    try:
+        obj = json.loads(raw.split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    sock = obj.get("socket") if isinstance(obj, dict) else None
+    if not isinstance(sock, str) or not os.path.isabs(sock) or os.path.normpath(sock) == os.path.normpath(path):
+        return None
+    return sock
+
+
+def _mark(folder, stalled):
+    """Set or clear the ``stalled`` mark of the daemon whose socket is in ``folder`` (trusted)."""
+    path = os.path.join(folder, STALLED_NAME)
+    try:
+        if stalled:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 _NOT_PLAIN = bytes(range(32)) + b'"\\'
@@ -243,44 +412,87 @@ def _answer(line, rid):
     return out, code
 
 
-def run(data, now=None):
-    """Return (stdout text, exit code). Never raises for a transport fault."""
-    start = time.monotonic() if now is None else now
+def _budget(data):
+    """Seconds this hook may take, from the shim's start, spooling included."""
     try:
-        budget = float(os.environ.get("CTXLIFED_HOOK_DEADLINE", "1.5"))
+        budget = float(os.environ.get("CTXLIFED_HOOK_DEADLINE", DEFAULT_DEADLINE))
     except ValueError:
-        budget = 1.5
+        budget = DEFAULT_DEADLINE
+    if not budget > 0:  # also NaN
+        budget = DEFAULT_DEADLINE
+    budget = min(budget, MAX_DEADLINE)
     if b'"SessionEnd"' in data[:4096] or b'"SessionEnd"' in data[-4096:]:
         budget = min(budget, 1.0)
-    deadline = start + max(0.05, budget)
+    return max(0.05, budget)
+
+
+def _probe(folder, deadline, meanwhile):
+    """(stalled, how long to wait, work to do while waiting) for the daemon whose socket is in ``folder``:
+    marked stalled, it gets a short probe and the spool line is prepared meanwhile."""
+    if not os.path.exists(os.path.join(folder, STALLED_NAME)):
+        return False, deadline, None
+    return True, min(deadline, time.monotonic() + PROBE_S), meanwhile
+
+
+def run(data, now=None):
+    """Return (stdout text, exit code). Never raises for a transport fault."""
+    start = STARTED if now is None else now
+    budget = _budget(data)
+    deadline = start + budget - min(SPOOL_RESERVE, budget / 4)  # for the daemon; the rest is for the spool
     payload = data.strip()
     if not payload.startswith(b"{"):
         return "", 0
+    path = _runtime_socket()
+    folder = os.path.dirname(path)
     # Raw newlines can only be whitespace between JSON tokens: replacing them keeps the value.
     payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
     if len(payload) > MAX_PAYLOAD:
         payload = _shrink(payload)
         if payload is None:
+            _count_dropped(_trusted_dir(folder))
             return "", 0
     rid = os.urandom(8).hex().encode()
     frame = b'{"jsonrpc":"2.0","id":"' + rid + b'","method":"hook","params":' + payload + b"}\n"
-    path = _runtime_socket()
+    ready = []  # while stalled: the payload redacted for the spool while the probe waits
+    stalled, wait, meanwhile = _probe(folder, deadline, lambda: ready.append(_redacted(payload)))
     try:
-        line = _exchange(path, frame, deadline)
+        try:
+            line = _exchange(path, frame, wait, meanwhile)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if stalled:
+                _mark(folder, False)  # no daemon there any more: the mark is stale
+            other = _locked_socket(path)  # the running daemon may listen elsewhere (another runtime dir)
+            if other is None:
+                raise
+            path, folder = other, os.path.dirname(other)
+            stalled, wait, meanwhile = _probe(folder, deadline, lambda: ready.append(_redacted(payload)))
+            line = _exchange(path, frame, wait, meanwhile)
     except (FileNotFoundError, ConnectionRefusedError):
-        _spool(rid, payload)
+        if stalled:
+            _mark(folder, False)  # the stalled daemon is gone; the next one is waited for again
+        _keep(rid, payload, folder)
         _spawn()
         return "", 0
-    except Exception:
-        # Hung, slow, reset or garbage mid-stream: not acknowledged, so keep it for later.
-        _spool(rid, payload)
+    except TimeoutError:
+        if not stalled:
+            _mark(folder, True)  # trusted: the exchange got past its checks
+        _keep(rid, payload, folder, ready[0] if ready else None)
         return "", 0
+    except Untrusted:
+        _keep(rid, payload, None)  # never next to a socket we do not trust
+        return "", 0
+    except Exception:
+        # Reset or garbage mid-stream: not acknowledged, so keep it for later.
+        _keep(rid, payload, folder)
+        return "", 0
+    if stalled:
+        _mark(folder, False)  # it answered in time: hooks wait for it again
     try:
         got = _answer(line, rid)
     except Exception:
         got = False  # garbage: not acknowledged
     if got is False:  # not acknowledged, or the daemon could not store it now: keep it for later
-        _spool(rid, payload)
+        _keep(rid, payload, folder)
         return "", 0
     if got is None:
         return "", 0

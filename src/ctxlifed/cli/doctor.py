@@ -4,7 +4,11 @@ Checks: Python version; SQLite with FTS5 and the trigram tokenizer; runtime dir 
 daemon reachable and its version matching this client; config problems; hooks installed (settings
 files or the plugin) and pointing at an existing shim and interpreter, never both at once; the
 ``ctxlifectl`` command that briefings name runs, and no installed plugin copy names a bare one; the
-status line's interpreter; service state; disk space; spooled events waiting.
+status line's interpreter; service state; disk space; spooled events waiting; what the hook shim
+left behind (events it could keep nowhere, its runtime-dir spool, a daemon marked stalled). A socket
+that clients refuse to trust (its folder or the socket not ours, or writable by others, or a listener
+running as another uid) is a FAIL that says which, like the shim's and the CLI's own checks
+(``cli.client``).
 
 Rules:
 - Each finding is ``ok``, ``warn`` (degraded but working) or ``FAIL`` (something is wrong); every
@@ -28,7 +32,8 @@ from .. import PROTOCOL_VERSION, __version__
 from ..runtime import paths as P
 from . import install as I
 from . import service as S
-from .client import DaemonUnavailable, RemoteError, call
+from . import shimstate
+from .client import DaemonUnavailable, RemoteError, UntrustedSocket, call, untrusted_fix
 
 MIN_PYTHON = (3, 11)
 DEFAULT_MIN_FREE_MB = 64
@@ -88,8 +93,9 @@ def check_runtime_dir(sock: str) -> list[Finding]:
     if not stat.S_ISDIR(st.st_mode):
         return [Finding("FAIL", "runtime", f"{d} is not a directory", f"mv {d} {d}.bak")]
     if st.st_uid != os.geteuid():
-        out.append(Finding("FAIL", "runtime", f"{d} belongs to uid {st.st_uid}, not to you",
-                           "set CTXLIFED_SOCKET to a path in a folder you own"))
+        out.append(Finding("FAIL", "runtime", f"{d} belongs to uid {st.st_uid}, not to you: hooks and ctxlifectl"
+                           " refuse to talk to a daemon there (another user may have created it first)",
+                           untrusted_fix(sock)))
     elif mode & 0o077:
         out.append(Finding("FAIL", "runtime", f"{d} has mode {mode:o}; it must be private (700)", f"chmod 700 {d}"))
     else:
@@ -98,6 +104,9 @@ def check_runtime_dir(sock: str) -> list[Finding]:
         sst = os.lstat(sock)
         if not stat.S_ISSOCK(sst.st_mode):
             out.append(Finding("FAIL", "runtime", f"{sock} exists but is not a socket", f"rm {sock}"))
+        elif sst.st_uid != os.geteuid():
+            out.append(Finding("FAIL", "runtime", f"socket {sock} belongs to uid {sst.st_uid}, not to you: hooks and"
+                               " ctxlifectl refuse to talk to it", untrusted_fix(sock)))
         elif stat.S_IMODE(sst.st_mode) & 0o077 and mode & 0o077:
             out.append(Finding("FAIL", "runtime", f"socket {sock} is reachable by other users", f"chmod 600 {sock}"))
     except FileNotFoundError:
@@ -111,6 +120,9 @@ def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[
     restart = "systemctl --user restart ctxlifed.service" if systemd else "ctxlifectl daemon stop && ctxlifectl daemon start"
     try:
         r = call(sock, "hello", {"client": "ctxlifectl", "version": __version__, "protocol": PROTOCOL_VERSION}, timeout=3.0)
+    except UntrustedSocket as exc:
+        return [Finding("FAIL", "daemon", f"{exc}; hooks spool their events instead (nothing is sent there)",
+                        untrusted_fix(sock))]
     except DaemonUnavailable as exc:
         why = "not running" if "not running" in str(exc) else str(exc)
         return [Finding("FAIL", "daemon", f"not reachable at {sock} ({why})", start)]
@@ -326,6 +338,28 @@ def check_disk(min_free_mb: int = DEFAULT_MIN_FREE_MB) -> list[Finding]:
     return out
 
 
+def check_shim(sock: str) -> list[Finding]:
+    """What the hook shim left behind: events kept nowhere, its runtime-dir spool, a stalled mark."""
+    import time
+
+    st = shimstate.read(P.data_dir(), os.path.dirname(sock))
+    out = []
+    if st.dropped:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.dropped_at)) if st.dropped_at else "?"
+        out.append(Finding("FAIL", "spool", f"{st.dropped:,} hook events could be kept nowhere (no daemon, and no"
+                           f" spool could be written: disk full or read-only?); last at {when}",
+                           f"free space for {P.data_dir()} (df -h), then ctxlifectl daemon start"))
+    if st.runtime_spool_bytes:
+        out.append(Finding("warn", "spool", f"{st.runtime_spool_bytes:,} bytes of events spooled in the runtime"
+                           f" folder ({st.runtime_spool}) because the data folder could not be written; it is lost"
+                           " at logout", f"free space for {P.data_dir()}, then ctxlifectl daemon restart"))
+    if st.stalled_since:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.stalled_since))
+        out.append(Finding("warn", "daemon", f"the daemon missed a hook's deadline at {when}: hooks spool after a"
+                           " short probe until it answers in time again", "ctxlifectl daemon restart"))
+    return out
+
+
 def run_checks(sock: str, project_dir: str | None = None, platform: str | None = None) -> list[Finding]:
     kind = S.platform_kind(platform)
     out: list[Finding] = []
@@ -348,6 +382,7 @@ def run_checks(sock: str, project_dir: str | None = None, platform: str | None =
         out.append(Finding("warn", "service", "the plugin's hooks run the system python3, which cannot start the daemon"
                            " on demand: run it as a service", "ctxlifectl service install"))
     out += check_disk()
+    out += check_shim(sock)
     return out
 
 

@@ -5,6 +5,9 @@ Rules:
   ``store`` (a test checks it). ``daemon start`` launches ``python -m ctxlifed`` as a process.
 - Exit codes: 0 ok; 1 daemon down or a remote error (the message says what to do); 2 usage error.
 - ``--json`` prints the daemon's result as JSON for scripts; without it output is for humans.
+- ``status`` also shows what the hook shim left on disk (``cli.shimstate``: events it could keep
+  nowhere, its runtime-dir spool, a daemon marked stalled), read client-side; with the daemon down
+  those lines go to stderr with the error.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 
 from .. import __version__
 from ..runtime import paths as P
-from .client import DaemonUnavailable, RemoteError, call, pid_alive, wait_ready
+from . import shimstate
+from .client import DaemonUnavailable, RemoteError, UntrustedSocket, call, pid_alive, wait_ready
 
 PHASES = ("planning", "design", "implementation", "testing", "review")
 
@@ -115,16 +119,38 @@ def _client_params(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if v is not None}
 
 
+def render_shim(st: shimstate.ShimState, now: float) -> list[str]:
+    """What the hook shim left behind (read client-side), one line each; none when all is well."""
+    lines = []
+    if st.dropped:
+        lines.append(f"dropped {st.dropped:,} hook events could be kept nowhere (no daemon and no spool could be"
+                     f" written; last {_ago(st.dropped_at, now)}): see `ctxlifectl doctor`")
+    if st.runtime_spool_bytes:
+        lines.append(f"spooled {_human_bytes(st.runtime_spool_bytes)} of events in {st.runtime_spool} (the data folder"
+                     " could not be written)")
+    if st.stalled_since:
+        lines.append(f"stalled the daemon missed a hook's deadline {_ago(st.stalled_since, now)}; hooks spool until"
+                     " it answers in time")
+    return lines
+
+
 def cmd_status(ns: argparse.Namespace, sock: str) -> int:
     params = _client_params(ns, session=ns.session, cwd=None if (ns.all or ns.session) else os.getcwd(),
                             where=ns.where or None, survival=ns.survival or None)
-    r = call(sock, "status", params)
-    if ns.all is False and not r.get("sessions") and not ns.session:
-        r = call(sock, "status", {})
+    shim = shimstate.read(P.data_dir(ns.data_dir), os.path.dirname(sock))
+    try:
+        r = call(sock, "status", params)
+        if ns.all is False and not r.get("sessions") and not ns.session:
+            r = call(sock, "status", {})
+    except DaemonUnavailable:
+        for line in render_shim(shim, time.time()):
+            print(f"ctxlifectl: {line}", file=sys.stderr)
+        raise
     if ns.json:
-        print(json.dumps(r, indent=2, ensure_ascii=False))
+        print(json.dumps({**r, "shim": {"dropped": shim.dropped, "runtime_spool_bytes": shim.runtime_spool_bytes,
+                                        "stalled_since": shim.stalled_since}}, indent=2, ensure_ascii=False))
     else:
-        print(render_status(r, time.time()))
+        print("\n".join([render_status(r, time.time()), *render_shim(shim, time.time())]))
     return 0
 
 
@@ -223,6 +249,8 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
     if ns.action == "stop":
         try:
             r = call(sock, "ping", {}, timeout=2)
+        except UntrustedSocket:
+            raise  # not "not running": someone else's socket; the message says whose
         except DaemonUnavailable:
             print("ctxlifed is not running")
             return 0
@@ -238,6 +266,8 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         r = call(sock, "ping", {}, timeout=2)
         print(f"ctxlifed is already running (pid {r['pid']}) at {sock}")
         return 0
+    except UntrustedSocket:
+        raise  # a daemon of ours would refuse that folder too: say why instead of starting one
     except DaemonUnavailable:
         pass
     data = P.data_dir(ns.data_dir)

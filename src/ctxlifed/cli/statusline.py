@@ -6,8 +6,9 @@ Claude Code runs the status-line command after each message with its status JSON
 (``session_id``, ``cwd``, ``model``, ``context_window``…) and shows the first line of stdout.
 
 Rules:
-- Fast: imports only socket/json/os via ``cli.client`` and ``runtime.paths`` (no argparse, no
-  msgspec); one ``status`` call with a 0.3 s deadline.
+- Fast: imports only socket/json/os/stat/struct via ``cli.client`` and ``runtime.paths`` (no
+  argparse, no msgspec); one ``status`` call with a 0.3 s deadline, to a socket ``cli.client``
+  trusts (folder, socket and listener ours; otherwise the line is empty).
 - Silent fallback: daemon down, slow, unknown session or bad input -> an empty line and exit 0.
   Never a traceback, never stderr noise.
 - Output: ``ctx: <phase> · W <working %> · <level>``; the level is ``L0`` below the first

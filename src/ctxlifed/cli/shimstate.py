@@ -1,0 +1,83 @@
+"""What the hook shim leaves on disk for the user to see: read client-side by ``status`` and ``doctor``.
+
+The shim (``_shim/ctxlifed_hook.py``) writes, without the daemon:
+- ``dropped``: events it could keep nowhere (no daemon, and no spool could be written: disk full,
+  read-only, I/O error, spool at its bound), a decimal count, in the data dir or else the runtime dir.
+- ``spool.jsonl`` in the runtime dir (the socket's folder): its fallback spool when the data dir's
+  could not be written.
+- ``stalled`` in the runtime dir: the daemon missed a hook's deadline; hooks only probe it briefly
+  and spool until it answers in time again.
+
+Rules:
+- Read only, bounded reads, stdlib only; a file that is missing, unreadable or not ours counts as
+  nothing (never an exception).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+DROPPED_NAME = "dropped"
+STALLED_NAME = "stalled"
+SPOOL_NAME = "spool.jsonl"
+MAX_COUNT_READ = 32
+
+
+@dataclass(frozen=True)
+class ShimState:
+    dropped: int  # events kept nowhere, both counters together
+    dropped_at: float | None  # when the last one was counted (the counter's mtime)
+    runtime_spool: str  # path of the runtime-dir spool
+    runtime_spool_bytes: int
+    stalled_since: float | None  # the stalled mark's mtime
+
+
+def _ours(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and stat.S_ISREG(st.st_mode)
+
+
+def _count(path: str) -> tuple[int, float | None]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return 0, None
+    try:
+        st = os.fstat(fd)
+        if not _ours(st):
+            return 0, None
+        raw = os.read(fd, MAX_COUNT_READ).strip()
+    except OSError:
+        return 0, None
+    finally:
+        os.close(fd)
+    return (int(raw), st.st_mtime) if raw.isdigit() else (0, None)
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st if _ours(st) else None
+
+
+def read(data_dir: str, runtime_dir: str) -> ShimState:
+    total, last = 0, None
+    seen: set[str] = set()
+    for d in (data_dir, runtime_dir):
+        real = os.path.realpath(d)
+        if real in seen:
+            continue
+        seen.add(real)
+        n, at = _count(os.path.join(d, DROPPED_NAME))
+        total += n
+        if at is not None and (last is None or at > last):
+            last = at
+    spool = os.path.join(runtime_dir, SPOOL_NAME)
+    same = os.path.realpath(runtime_dir) == os.path.realpath(data_dir)
+    sp = None if same else _stat(spool)
+    mark = _stat(os.path.join(runtime_dir, STALLED_NAME))
+    return ShimState(dropped=total, dropped_at=last, runtime_spool=spool,
+                     runtime_spool_bytes=sp.st_size if sp else 0, stalled_since=mark.st_mtime if mark else None)
