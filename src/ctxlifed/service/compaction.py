@@ -27,6 +27,7 @@ from ..core import mustsurvive as MS
 from ..core import survival as SV
 from ..core.events import s
 from ..core.model import estimate_tokens
+from ..runtime.ctl import ctl_command
 from ..store import queries
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], 
         items = list(st.must_survive)
     sim = simulate(st)
     kept, lost = MS.diff(items, summary, _reattached(st, sim), st.delivered)
-    plan = MS.plan_reinjection(lost, REINJECT_CAP_TOKENS)
+    plan = MS.plan_reinjection(lost, REINJECT_CAP_TOKENS, ctl=ctl_command())
     st.delivered = (st.delivered + plan.ids)[-MAX_DELIVERED:]
     report = MS.compaction_report(
         ts=now, trigger=s(payload.get("trigger")) or None, pre_tokens=st.pre_compact_tokens, post_tokens=None,
