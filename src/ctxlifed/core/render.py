@@ -403,7 +403,11 @@ def _archived_lines(items: Sequence[ArchivedItem], ctl: str) -> list[str]:
     ]
     for a in ranked[:SS_MAX_ARCHIVED]:
         phase = f" · {_one_line(a.phase, 40)}" if a.phase else ""
-        out.append(f"- #{a.id} [{_one_line(a.kind, 40)}{phase}] {_one_line(a.summary)}")
+        summary = _one_line(a.summary)
+        if summary.startswith("["):  # an L1 summary names its kind (and outcome) itself
+            out.append(f"- #{a.id}{phase} · {summary}")
+        else:
+            out.append(f"- #{a.id} [{_one_line(a.kind, 40)}{phase}] {summary}")
     if len(usable) > SS_MAX_ARCHIVED:
         out.append(f"- … {len(usable) - SS_MAX_ARCHIVED} more: {ctl} recall timeline / type:<t>")
     return out
