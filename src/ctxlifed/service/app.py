@@ -635,7 +635,7 @@ class Service:
         out: dict[str, Any] = {}
         if ctx and event in CTX_EVENTS:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
-            st.ledger_tokens += estimate_tokens(ctx) + 20
+            note_injection(st, estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
         if st.pending_advice and event in MSG_EVENTS:
             out["systemMessage"] = st.pending_advice
@@ -859,6 +859,16 @@ class Service:
         if n:
             log.info("spool_ingested", events=n)
         return n
+
+
+def note_injection(st: SessionState, tokens: int) -> None:
+    """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it until
+    the next usage figure (which includes it) replaces the estimate. The Working zone is unchanged, so
+    a figure stated in the text still equals what ``status`` says after it."""
+    st.ledger_tokens += tokens
+    if st.context_tokens is not None:
+        st.context_tokens += tokens
+        st.estimated = True
 
 
 def near_autocompact(b: B.Budget) -> bool:
