@@ -545,3 +545,69 @@ def test_decision_entries_concatenate_into_a_list() -> None:
     assert ["- 2025-05-01T11:46Z · design · session `s` — a", "- 2025-05-01T11:46Z · design · session `s` — b c"] == (
         joined.splitlines()
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# figures, the ctl prefix, resume deltas, listed items, phase pages
+
+
+def test_working_zone_is_a_fraction_printed_as_a_percent() -> None:
+    """working_pct is a fraction (0.78 = 78 %): it was printed as "1%" (round(0.78)) before."""
+    out = render_session_start(make_data("resume", working_pct=0.7834, level=2), now=NOW, ctl=CTL)
+    assert "Working zone: 78.3% used (level L1→L2)." in out.splitlines()
+
+
+def test_every_command_in_session_start_uses_ctl() -> None:
+    """No bare "ctxlifectl" is left in what the model reads: each names the given command."""
+    for source in ("startup", "resume", "compact", "clear"):
+        out = render_session_start(make_data(source, pending=tuple(PendingItem(f"p{i}") for i in range(15))),
+                                   10_000, now=NOW, ctl="/x/bin/ctxlifectl")
+        assert out.count("ctxlifectl") == out.count("/x/bin/ctxlifectl") > 0, source
+
+
+def test_resume_gives_only_what_changed_since_the_last_briefing() -> None:
+    """A resumed session still holds its last briefing: the same facts again give nothing; a new fact
+    gives itself under a one-line lead; a phase change gives the phase line."""
+    first = render_session_start(make_data("startup"), now=NOW, ctl=CTL)
+    assert "" == render_session_start(make_data("resume", working_pct=None), now=NOW + H, ctl=CTL, previous=first)
+    more = make_data("resume", working_pct=None, pending=(*make_data("x").pending, PendingItem("rotate the keys", 31)))
+    delta = render_session_start(more, now=NOW + H, ctl=CTL, previous=first)
+    assert delta.splitlines() == [
+        "ctxlifed: changed since this session's last briefing in /home/dev/proj:",
+        "Unresolved items (3):",
+        "- rotate the keys (L2 #31)",
+    ]
+    moved = render_session_start(make_data("resume", working_pct=None, phase="testing", phase_since=NOW), now=NOW + H,
+                                 ctl=CTL, previous=first)
+    assert moved.splitlines()[1] == "Current phase: testing (since 2025-05-01T11:46Z)."
+
+
+def test_compact_list_leaves_out_items_without_content() -> None:
+    """A bare label (no summary) gives the model nothing to act on: such items are not listed, and
+    the list is left out when none has a summary; an L1 summary's own [kind] tag is not doubled."""
+    d = make_data("compact", archived=(ArchivedItem(3, "tool", "design", NOW, "", 0.9),
+                                       ArchivedItem(4, "tool", "design", NOW, "[tool] Read: a.py 20 lines", 0.5)))
+    out = render_session_start(d, now=NOW, ctl=CTL)
+    assert "#3" not in out and "- #4 · design · [tool] Read: a.py 20 lines" in out.splitlines()
+    assert "(1 item," in out
+    none = render_session_start(make_data("compact", archived=(ArchivedItem(3, "tool", None, NOW, " "),)), now=NOW, ctl=CTL)
+    assert "compacted window" not in none and "#3" not in none
+
+
+def test_startup_names_the_previous_sessions_timeline() -> None:
+    d = make_data("startup", timeline_session="5eb8d0b8-aaaa-bbbb-cccc-dddddddddddd")
+    assert "Phase timeline of the previous session 5eb8d0b8: planning" in render_session_start(d, now=NOW, ctl=CTL)
+
+
+def test_phase_page_head_of_a_phase_recall() -> None:
+    from ctxlifed.core.render import render_phase_page
+
+    page = render_phase_ledger(LedgerData(session_id="s1", number=2, phase="design", start=NOW - H, end=NOW,
+                                          decisions=("use FTS5",), l2_refs=(4,)))
+    out = render_phase_page(9, "/p/docs/memory/sessions/s1/phase-2-design.md", page, 2000, ctl=CTL)
+    lines = out.splitlines()
+    assert lines[0] == "**Hand-off page** #9 (/p/docs/memory/sessions/s1/phase-2-design.md):"
+    assert lines[1] == "# Phase 2 — design" and "- use FTS5" in lines
+    assert f"Full text: `{CTL} recall --id <id>`" in lines and "ctxlifed:ledger" not in out
+    short = render_phase_page(9, "x.md", page, 30, ctl=CTL)
+    assert short.splitlines()[-1].endswith(f"more lines: {CTL} recall --id 9") and estimate_tokens(short) <= 30

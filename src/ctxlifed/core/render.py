@@ -596,10 +596,11 @@ def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 
 
 def render_phase_page(page_id: int, path: str, text: str, cap_tokens: int = 600, *, ctl: str) -> str:
     """A phase's hand-off page (L3) as the head of a ``phase:<p>`` recall answer: a title line with
-    its id and path, then the page's lines (the machine comment left out) up to ``cap_tokens``; a cut
-    says how to read the rest."""
+    its id and path, then the page's lines (the machine comment left out; the page's bare ``ctxlifectl``
+    commands given as ``ctl``) up to ``cap_tokens``; a cut says how to read the rest."""
     title = f"**Hand-off page** #{page_id} ({_one_line(path, 300)}):"
-    body = [ln for ln in str(text).splitlines() if not ln.startswith("<!-- ctxlifed:ledger")]
+    body = [ln.replace(f"`{CTL_NAME} ", f"`{ctl} ") for ln in str(text).splitlines()
+            if not ln.startswith("<!-- ctxlifed:ledger")]
     while body and not body[0].strip():
         body.pop(0)
     return _with_footer([title, *body], "", cap_tokens,

@@ -1032,7 +1032,7 @@ def _merge_briefing(previous: str, delta: str) -> str:
 _L2_TRAILER = re.compile(r"\s*\[L2 #\d+\]\s*$")
 
 
-def _session_spans(switches: list[dict[str, Any]], first_phase: str | None, first_ts: float | None,
+def _session_spans(session: str, switches: list[dict[str, Any]], first_phase: str | None, first_ts: float | None,
                    last_end: float | None) -> list[R.PhaseSpan]:
     """One session's phases, oldest first: the phase it began in (the first switch's ``from_phase``,
     or the only phase when it never switched) from the session's first event, then one span per
@@ -1040,7 +1040,7 @@ def _session_spans(switches: list[dict[str, Any]], first_phase: str | None, firs
     spans: list[R.PhaseSpan] = []
     begin = switches[0]["from_phase"] if switches else first_phase
     if begin and first_ts is not None and (not switches or first_ts < switches[0]["ts"]):
-        spans.append(R.PhaseSpan(phase=begin, start=first_ts, cause="session start"))
+        spans.append(R.PhaseSpan(phase=begin, start=first_ts, cause=f"start of session {session[:8]}"))
     spans += [R.PhaseSpan(phase=x["to_phase"], start=x["ts"], cause=x["cause"] or "") for x in switches]
     if spans and last_end is not None:
         spans[-1] = msgspec.structs.replace(spans[-1], end=max(last_end, spans[-1].start))
@@ -1057,7 +1057,7 @@ def _timeline(conn: sqlite3.Connection, *, project: str | None, session: str | N
     for row in sorted(rows, key=lambda r: r["first_ts"] or 0):
         sw = queries.phase_switches(conn, project=None, session=row["session"], limit=200)
         end = None if row["session"] == current and row["ended_ts"] is None else (row["ended_ts"] or row["last_ts"])
-        spans += _session_spans(sw, row["phase"], row["first_ts"], end)
+        spans += _session_spans(row["session"], sw, row["phase"], row["first_ts"], end)
     return sorted(spans, key=lambda x: x.start)
 
 
