@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from ctxlifed.core import budget as _budget
+from ctxlifed.core.budget import level_name, percent
 from ctxlifed.core.model import _is_cjk, estimate_tokens
 
 __all__ = [
@@ -386,7 +386,7 @@ def _counts_line(decisions: int, lessons: int, ctl: str) -> str:
 def _working_line(d: SessionStartData) -> str:
     if d.working_pct is None or not math.isfinite(d.working_pct):
         return ""
-    return f"Working zone: {_budget.percent(d.working_pct)} used (level {_budget.level_name(d.level)})."
+    return f"Working zone: {percent(d.working_pct)} used (level {level_name(d.level)})."
 
 
 def _archived_lines(items: Sequence[ArchivedItem], ctl: str) -> list[str]:

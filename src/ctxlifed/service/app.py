@@ -13,6 +13,11 @@ Rules:
   without storing anything again.
 - Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
   from the store.
+- Texts for the model name ctxlifectl as ``runtime.ctl.ctl_command()`` (passed to the pure renderers);
+  their figures come from the same Budget that ``status`` reports. A SessionStart briefing is kept
+  (``last_briefing``): a resume gets only what differs from what the context already holds.
+- SessionStart(compact) lists only what the window held (prompts and transcript elements), each
+  with its L1 summary; ctxlifed's own rows (facts, ledgers, lessons) never were in the window.
 """
 
 from __future__ import annotations
@@ -635,7 +640,7 @@ class Service:
         out: dict[str, Any] = {}
         if ctx and event in CTX_EVENTS:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
-            note_injection(st, estimate_tokens(ctx) + 20)
+            st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
         if st.pending_advice and event in MSG_EVENTS:
             out["systemMessage"] = st.pending_advice
@@ -728,8 +733,8 @@ class Service:
         if q.id is not None:
             return await self.recall(M.RecallParams(id=q.id))
         if q.timeline:
-            current = session or next(reversed(self.sessions), None)
-            spans = await self.readers.run(lambda c: _timeline(c, project=project, session=session, current=current))
+            spans = await self.readers.run(lambda c: _timeline(c, project=project, session=session,
+                                                               current=session or LATEST))
             return M.RecallResult(markdown=R.render_timeline(spans, self.clock()), total=len(spans))
         if q.decisions and not q.words and not q.phrases:
             rows = await self.readers.run(partial(queries.items, project=project, kind="decision", status=None,
@@ -859,16 +864,6 @@ class Service:
         if n:
             log.info("spool_ingested", events=n)
         return n
-
-
-def note_injection(st: SessionState, tokens: int) -> None:
-    """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it until
-    the next usage figure (which includes it) replaces the estimate. The Working zone is unchanged, so
-    a figure stated in the text still equals what ``status`` says after it."""
-    st.ledger_tokens += tokens
-    if st.context_tokens is not None:
-        st.context_tokens += tokens
-        st.estimated = True
 
 
 def near_autocompact(b: B.Budget) -> bool:
@@ -1029,6 +1024,7 @@ def _merge_briefing(previous: str, delta: str) -> str:
     return both[-2 * R.MAX_CHARS:]
 
 
+LATEST = "\x00latest"  # _timeline: the most recently active session is the current one
 _L2_TRAILER = re.compile(r"\s*\[L2 #\d+\]\s*$")
 
 
@@ -1050,9 +1046,11 @@ def _session_spans(session: str, switches: list[dict[str, Any]], first_phase: st
 def _timeline(conn: sqlite3.Connection, *, project: str | None, session: str | None, current: str | None,
               max_sessions: int = 50) -> list[R.PhaseSpan]:
     """The phase timeline of one session, or of a project's (every project's) sessions, oldest first.
-    Only ``current`` (the session asking) may end in an open span; another session's last phase ends
-    at its end, or its last event."""
+    Only ``current`` (the session asking; ``LATEST``: the most recently active one) may end in an open
+    span; another session's last phase ends at its end, or its last event."""
     rows = queries.sessions(conn, project=project, session=session, limit=max_sessions)
+    if current == LATEST:
+        current = rows[0]["session"] if rows else None
     spans: list[R.PhaseSpan] = []
     for row in sorted(rows, key=lambda r: r["first_ts"] or 0):
         sw = queries.phase_switches(conn, project=None, session=row["session"], limit=200)

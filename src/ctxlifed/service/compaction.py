@@ -131,9 +131,7 @@ async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], 
     st.must_survive = []
     if plan.text:
         st.acc = A.note_injected(st.acc, plan.text, now)
-        from .app import note_injection
-
-        note_injection(st, estimate_tokens(plan.text))
+        st.note_injected(estimate_tokens(plan.text))
     return plan.text
 
 

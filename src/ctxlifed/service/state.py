@@ -56,6 +56,15 @@ class SessionState(msgspec.Struct, kw_only=True):
     ended_ts: float | None = None
     transcript_error: str | None = None
 
+    def note_injected(self, tokens: int) -> None:
+        """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it
+        until the next usage figure (which includes it) replaces the estimate. The Working zone is
+        unchanged, so a figure stated in that text still equals what ``status`` says after it."""
+        self.ledger_tokens += tokens
+        if self.context_tokens is not None:
+            self.context_tokens += tokens
+            self.estimated = True
+
     def note_file(self, path: str) -> None:
         if path in self.files_touched:
             self.files_touched.remove(path)
