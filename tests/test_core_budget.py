@@ -289,7 +289,7 @@ def test_render_bar(pct: float, width: int, bar: str) -> None:
 
 def test_figures_have_one_text_form() -> None:
     """percent takes a fraction; raw and status --json (rounded to 4 decimals) values print alike."""
-    from ctxlifed.core.budget import level_name, percent, tokens
+    from ctxlifed.core.figures import level_name, percent, tokens
 
     assert ("78.3%", "0.0%", "150.0%", "?") == (percent(0.7834), percent(0.0), percent(1.5), percent(float("nan")))
     for x in (0.784449999, 0.78445, 1 / 3, 0.125):

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ctxlifed.core import budget as B
+from ctxlifed.core import figures as F
 from ctxlifed.runtime.ctl import ctl_command
 from test_engine import Session, eventually, ledgers
 
@@ -114,10 +114,10 @@ def boundary(s: Session, pre: int, post: int) -> None:
 
 def figures(st: dict[str, Any]) -> tuple[set[str], set[str]]:
     """The percentages and token counts ``status --json`` holds, as ctxlifed formats them."""
-    pcts = {B.percent(st["working_pct"])} | {B.percent(z["pct"]) for z in st.get("zones") or []}
-    toks = {B.tokens(st[k]) for k in ("tokens_to_autocompact", "autocompact_at", "context_tokens", "window")
+    pcts = {F.percent(st["working_pct"])} | {F.percent(z["pct"]) for z in st.get("zones") or []}
+    toks = {F.tokens(st[k]) for k in ("tokens_to_autocompact", "autocompact_at", "context_tokens", "window")
             if st.get(k) is not None}
-    toks |= {B.tokens(z[k]) for z in st.get("zones") or [] for k in ("used", "capacity")}
+    toks |= {F.tokens(z[k]) for z in st.get("zones") or [] for k in ("used", "capacity")}
     return pcts, toks
 
 
@@ -188,10 +188,10 @@ def test_status_figures_equal_status_json(daemon: Any) -> None:
     a, _b = run_script(daemon, "en")
     for x in (y for y in a.said if y.where == "status"):
         st = x.status
-        assert f"(Working {B.percent(st['working_pct'])})" in x.text
-        assert f"{B.tokens(st['tokens_to_autocompact'])} tokens away" in x.text
+        assert f"(Working {F.percent(st['working_pct'])})" in x.text
+        assert f"{F.tokens(st['tokens_to_autocompact'])} tokens away" in x.text
         for z in st["zones"]:
-            assert f"{B.tokens(z['used'])} / " in x.text and B.percent(z["pct"]) in x.text
+            assert f"{F.tokens(z['used'])} / " in x.text and F.percent(z["pct"]) in x.text
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -221,7 +221,7 @@ def test_compact_briefing_lists_window_content_with_figures_after_the_boundary(d
     st = compact.status
     ledger = next(z["used"] for z in st["zones"] if z["name"] == "Ledger")  # the briefing itself
     assert st["context_tokens"] - ledger == 12_000 + 30_000
-    assert f"Working zone: {B.percent(st['working_pct'])} used" in compact.text and st["working_pct"] > 0
+    assert f"Working zone: {F.percent(st['working_pct'])} used" in compact.text and st["working_pct"] > 0
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

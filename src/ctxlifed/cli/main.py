@@ -1,7 +1,7 @@
 """ctxlifectl: status, recall, phase, forget, daemon control, Claude Code install, service, doctor.
 
 Rules:
-- Figures in ``status`` (percentages, token counts, levels) are formatted by ``core.budget``'s
+- Figures in ``status`` (percentages, token counts, levels) are formatted by ``core.figures``'
   percent/tokens/level_name, the path every text of the daemon uses, so they equal ``status --json``.
 - Talks to the daemon through ``cli.client`` only; never imports ``server``, ``service`` or
   ``store`` (a test checks it). ``daemon start`` launches ``python -m ctxlifed`` as a process.
@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from .. import __version__
-from ..core import budget as B
+from ..core import figures as F
 from ..runtime import paths as P
 from .client import DaemonUnavailable, RemoteError, call, pid_alive, wait_ready
 
@@ -87,14 +87,14 @@ def render_status(r: dict[str, Any], now: float) -> str:
         lines.append(f"  phase   {s['phase']} since {_fmt_ts(s.get('phase_since'))}")
         if s.get("context_tokens") is not None and s.get("zones"):
             est = " (estimate)" if s.get("estimated") else ""
-            lines.append(f"  model   {s.get('model') or 'unknown'} · window {B.tokens(s['window'])}"
-                         f" · context {B.tokens(s['context_tokens'])}{est}")
+            lines.append(f"  model   {s.get('model') or 'unknown'} · window {F.tokens(s['window'])}"
+                         f" · context {F.tokens(s['context_tokens'])}{est}")
             for z in s["zones"]:
-                lines.append(f"  {z['name']:<8}{_bar(min(z['pct'], 1.0))} {B.tokens(z['used']):>9} /"
-                             f" {B.tokens(z['capacity']):>9}  {B.percent(z['pct']):>6}")
-            lines.append(f"  level   {B.level_name(s['level'])} (Working {B.percent(s['working_pct'])})"
-                         f" · auto-compact at {B.tokens(s['autocompact_at'])},"
-                         f" {B.tokens(max(0, s['tokens_to_autocompact']))} tokens away")
+                lines.append(f"  {z['name']:<8}{_bar(min(z['pct'], 1.0))} {F.tokens(z['used']):>9} /"
+                             f" {F.tokens(z['capacity']):>9}  {F.percent(z['pct']):>6}")
+            lines.append(f"  level   {F.level_name(s['level'])} (Working {F.percent(s['working_pct'])})"
+                         f" · auto-compact at {F.tokens(s['autocompact_at'])},"
+                         f" {F.tokens(max(0, s['tokens_to_autocompact']))} tokens away")
         for a in s.get("advice") or []:
             lines.append(f"  advice  {a}")
         if s.get("where"):

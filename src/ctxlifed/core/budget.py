@@ -16,8 +16,8 @@ Rules:
 - Auto-compact threshold (spec §6): W = window - min(max_output, 20,000); T = W - 13,000; with
   CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=P (1..100): min(floor(W*P/100), W - 13,000). Never below 0.
   ``tokens_to_autocompact`` is floored at 0 (0 means the threshold is reached or passed).
-- Figures as text go through :func:`percent`, :func:`tokens` and :func:`level_name` only, wherever
-  they are shown (hook context, advice, ``ctxlifectl status``): one path, so they always agree.
+- Figures as text go through ``core.figures`` (percent, tokens, level_name) only, wherever they are
+  shown (hook context, advice, ``ctxlifectl status``): one path, so they always agree.
 """
 
 from __future__ import annotations
@@ -39,10 +39,7 @@ __all__ = [
     "autocompact_threshold",
     "compute_budget",
     "level_for",
-    "level_name",
-    "percent",
     "render_bar",
-    "tokens",
     "window_for_model",
 ]
 
@@ -243,32 +240,3 @@ def render_bar(pct: float, width: int = 20) -> str:
     filled = min(int(frac * width + 0.5), width)  # round half up
     return "[" + "#" * filled + "-" * (width - filled) + "]"
 
-
-# --------------------------------------------------------------------------------------------
-# figures as text: the one formatting path for every figure ctxlifed shows (hook context, advice,
-# systemMessages, ``ctxlifectl status``), so a number the model reads equals its ``status --json``
-# source. ``status --json`` carries fractions rounded to 4 decimals; :func:`percent` rounds the same
-# way first, so the raw and the JSON value print alike.
-
-LEVEL_NAMES = {Level.NONE: "none", Level.L0_L1: "L0→L1", Level.L1_L2: "L1→L2", Level.L2_L3: "L2→L3"}
-
-
-def percent(fraction: float) -> str:
-    """A usage fraction as a percentage with one decimal: ``percent(0.7834) == "78.3%"``
-    (``fraction`` is a fraction, never already a percentage; "?" for a non-finite value)."""
-    if not isinstance(fraction, (int, float)) or not math.isfinite(fraction):
-        return "?"
-    return f"{round(fraction, 4) * 100:.1f}%"
-
-
-def tokens(n: int) -> str:
-    """A token count with thousands separators: ``tokens(12345) == "12,345"``."""
-    return f"{int(n):,}"
-
-
-def level_name(level: int) -> str:
-    """A compression level as text: none, L0→L1, L1→L2, L2→L3 (the number for an unknown one)."""
-    try:
-        return LEVEL_NAMES[Level(int(level))]
-    except ValueError:
-        return str(level)

@@ -17,7 +17,7 @@ Rules:
 - Every command named for the model starts with ``ctl``, passed in by the service (the absolute path
   of the installed ctxlifectl: it is not on Claude Code's PATH). Pages kept in the repository (L3)
   name the bare ``ctxlifectl``: they are shared between machines.
-- Figures (percentages, token counts, levels) are formatted by ``core.budget`` (percent, tokens,
+- Figures (percentages, token counts, levels) are formatted by ``core.figures`` (percent, tokens,
   level_name) only, so the model reads what ``ctxlifectl status --json`` holds.
 - A resumed session still holds its last briefing: it gets only the lines that changed, or nothing.
 - Listed items carry their id and a one-line summary of their content, never a bare label.
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from ctxlifed.core.budget import level_name, percent
+from ctxlifed.core.figures import level_name, percent
 from ctxlifed.core.model import _is_cjk, estimate_tokens
 
 __all__ = [

@@ -39,6 +39,7 @@ import structlog
 
 from .. import PROTOCOL_VERSION, __version__
 from ..core import budget as B
+from ..core import figures as F
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
@@ -468,8 +469,8 @@ class Service:
             st.level = int(budget.level)
             self._advise(st, f"level:{int(budget.level)}:{st.compactions}",
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 f"Working zone at {B.percent(budget.working_pct)}"
-                                                 f" (level {B.level_name(budget.level)})"))
+                                                 f"Working zone at {F.percent(budget.working_pct)}"
+                                                 f" (level {F.level_name(budget.level)})"))
         # After the level advice: the more urgent one wins the single advice slot.
         if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
@@ -480,7 +481,7 @@ class Service:
             self.spawn(self.ledgers.write_decisions, st.project)
             self._advise(st, f"near:{st.compactions}",
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 f"auto-compaction is {B.tokens(budget.tokens_to_autocompact)} tokens away;"
+                                                 f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
                                                  " emergency ledger written"))
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
@@ -881,20 +882,20 @@ def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     if b is None:
         return ["no usage figures yet (the transcript has no assistant response)"]
     out: list[str] = []
-    pct = B.percent(b.working_pct)
+    pct = F.percent(b.working_pct)
     focus = f"/compact keep the {st.phase.phase} work"
     if near_autocompact(b):
-        out.append(f"auto-compaction is {B.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
+        out.append(f"auto-compaction is {F.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
     recent = st.tests[-4:]
     if sum(1 for t in recent if t.startswith("FAIL")) >= 3:
         out.append("the last test runs keep failing: /rewind to before the wrong turn is cheaper than carrying it")
     if st.phase.phase == "planning" and st.phase_index > 1 and b.level >= Level.L0_L1:
         out.append("a new task after finished work: /clear if it is unrelated (free; project memory carries over)")
     if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct} ({B.level_name(b.level)}): {focus} to continue")
+        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus} to continue")
     big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
     if big:
-        out.append(f"large reads ({big[0].label}: {B.tokens(big[0].tokens)} tokens) cost every turn: "
+        out.append(f"large reads ({big[0].label}: {F.tokens(big[0].tokens)} tokens) cost every turn: "
                    "delegate such reads to a subagent so only its summary enters the window")
     if not out:
         out.append(f"Working zone at {pct}: no action needed")
