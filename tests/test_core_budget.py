@@ -285,3 +285,14 @@ def test_autocompact_threshold(window: int, max_output: int, pct: int | None, th
 def test_render_bar(pct: float, width: int, bar: str) -> None:
     """render_bar draws a clamped ASCII bar of the requested width."""
     assert render_bar(pct, width) == bar
+
+
+def test_figures_have_one_text_form() -> None:
+    """percent takes a fraction; raw and status --json (rounded to 4 decimals) values print alike."""
+    from ctxlifed.core.figures import level_name, percent, tokens
+
+    assert ("78.3%", "0.0%", "150.0%", "?") == (percent(0.7834), percent(0.0), percent(1.5), percent(float("nan")))
+    for x in (0.784449999, 0.78445, 1 / 3, 0.125):
+        assert percent(x) == percent(round(x, 4))
+    assert ("12,345", "0") == (tokens(12345), tokens(0))
+    assert ["none", "L0→L1", "L1→L2", "L2→L3", "7"] == [level_name(i) for i in (0, 1, 2, 3, 7)]

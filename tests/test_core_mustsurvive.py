@@ -195,7 +195,7 @@ def test_already_delivered_ids_are_never_reported_again() -> None:
     """An item delivered after an earlier compaction is not lost again; suppressed() lists it."""
     items = _interleaved(CARRIED_EN, OMITTED_EN, "implementation")
     first_kept, first_lost = diff(items, SUMMARY_EN, REATTACHED_EN, set())
-    delivered = set(plan_reinjection(first_lost, cap_tokens=10_000).ids)
+    delivered = set(plan_reinjection(first_lost, cap_tokens=10_000, ctl="ctxlifectl").ids)
     assert delivered == {i.id for i in first_lost}
     kept, lost = diff(items, SUMMARY_EN, REATTACHED_EN, delivered)
     assert lost == [] and kept == first_kept
@@ -322,7 +322,7 @@ def test_render_reinjection_most_important_first_under_cap() -> None:
     """Factual lead, one line per lost item by weight, within the token cap; ids match the lines."""
     items = _interleaved(CARRIED_EN, OMITTED_EN, "implementation")
     _, lost = diff(items, SUMMARY_EN, REATTACHED_EN, set())
-    plan = plan_reinjection(lost, cap_tokens=600)
+    plan = plan_reinjection(lost, cap_tokens=600, ctl="ctxlifectl")
     assert plan.text == "\n".join(
         [
             LEAD,
@@ -336,14 +336,14 @@ def test_render_reinjection_most_important_first_under_cap() -> None:
     )
     assert plan.ids == [i.id for i in lost]
     assert estimate_tokens(plan.text) <= 600
-    assert render_reinjection(lost) == plan.text
+    assert render_reinjection(lost, ctl="ctxlifectl") == plan.text
     assert A.is_ours_default(plan.text)
 
 
 def test_render_reinjection_cut_with_a_count() -> None:
     """A small cap keeps the first whole lines and says how many were left out; ids follow the lines."""
     lost = build(decisions=[f"decision number {i} about the storage layer" for i in range(8)])
-    plan = plan_reinjection(lost, cap_tokens=60)
+    plan = plan_reinjection(lost, cap_tokens=60, ctl="ctxlifectl")
     lines = plan.text.splitlines()
     assert lines[0] == LEAD and lines[-1] == f"- … {8 - len(plan.ids)} more: ctxlifectl compactions"
     assert len(plan.ids) == len(lines) - 2 >= 1 and plan.ids == [i.id for i in lost[: len(plan.ids)]]
@@ -352,10 +352,10 @@ def test_render_reinjection_cut_with_a_count() -> None:
 
 def test_render_reinjection_edge_cases() -> None:
     """Nothing lost -> ''; a cap too small for the lead -> ''; one huge item is cut with '…'."""
-    assert plan_reinjection([], 600).text == "" and plan_reinjection([], 600).ids == []
-    assert render_reinjection(build(pending=["x"]), cap_tokens=5) == ""
+    assert plan_reinjection([], 600, ctl="ctxlifectl").text == "" and plan_reinjection([], 600, ctl="ctxlifectl").ids == []
+    assert render_reinjection(build(pending=["x"]), cap_tokens=5, ctl="ctxlifectl") == ""
     huge = build(goal="word " * 2000)
-    plan = plan_reinjection(huge, cap_tokens=100)
+    plan = plan_reinjection(huge, cap_tokens=100, ctl="ctxlifectl")
     assert plan.ids == [huge[0].id] and plan.text.endswith("…") and estimate_tokens(plan.text) <= 100
 
 
@@ -367,7 +367,7 @@ def test_compaction_report_and_render() -> None:
     newest first."""
     items = _interleaved(CARRIED_EN, OMITTED_EN, "implementation")
     kept, lost = diff(items, SUMMARY_EN, REATTACHED_EN, set())
-    plan = plan_reinjection(lost, cap_tokens=80)
+    plan = plan_reinjection(lost, cap_tokens=80, ctl="ctxlifectl")
     r1 = compaction_report(ts=T0, trigger="auto", pre_tokens=195_047, post_tokens=2_670, archived=12, kept=kept,
                            lost=lost, reinjected=plan.ids, dropped_skills=["s0", "s1"])  # fmt: skip
     assert (len(r1.kept), len(r1.lost), r1.reinjected) == (len(kept), len(lost), plan.ids)

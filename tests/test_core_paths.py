@@ -23,7 +23,7 @@ from ctxlifed.core.paths import (
 )
 
 CORE = Path(__file__).resolve().parents[1] / "src" / "ctxlifed" / "core"
-PURE_MODULES = ("redact", "recall_query", "render", "paths")
+PURE_MODULES = ("redact", "recall_query", "render", "paths", "figures")
 
 
 @pytest.mark.parametrize(
@@ -170,6 +170,7 @@ def test_project_dir_matches(name: str, cwd: str, expected: bool) -> None:
 ALLOWED_IMPORTS = {
     "__future__", "re", "functools", "typing", "collections.abc", "math", "datetime", "posixpath",
     "enum", "msgspec", "ctxlifed.core.model",
+    "ctxlifed.core.figures",  # stdlib-only, pure: the one formatting path for figures
 }
 
 

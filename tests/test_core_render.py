@@ -28,9 +28,10 @@ from ctxlifed.core.render import (
 
 NOW = 1746100000.0  # 2025-05-01T11:46:40Z
 H = 3600.0
+CTL = "/home/dev/.venv/bin/ctxlifectl"  # what the service passes: the installed script's absolute path
 RECALL_LINE = (
-    "The local archive is searchable: ctxlifectl recall <words> | phase:<p> | type:<t> | decisions | timeline;"
-    " full text: ctxlifectl recall --id <id>."
+    f"The local archive is searchable: {CTL} recall <words> | phase:<p> | type:<t> | decisions | timeline;"
+    f" full text: {CTL} recall --id <id>."
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def make_data(source: str, **kw: object) -> SessionStartData:
         ),
         recent_decisions=("use FTS5 trigram for CJK", "no model calls"),
         lessons_count=2,
-        working_pct=63.4,
+        working_pct=0.634,  # a fraction, as compute_budget gives it
         level=1,
     )
     base.update(kw)
@@ -125,17 +126,20 @@ EXPECTED_STARTUP = "\n".join(
         "Unresolved items (2):",
         "- fix flaky login test (L2 #12)",
         "- wire retry in the client",
-        "Decisions recorded: 7 (ctxlifectl recall decisions); lessons recorded: 2 (ctxlifectl recall lessons).",
+        f"Decisions (7, most recent first; all: {CTL} recall decisions):",
+        "- use FTS5 trigram for CJK",
+        "- no model calls",
+        f"Lessons recorded: 2 ({CTL} recall lessons).",
         "Phase timeline: planning 2025-05-01T06:46Z–07:46Z → design 2025-05-01T07:46Z–09:46Z"
         " → implementation 2025-05-01T09:46Z–now.",
-        "Archived elements of this session: 2 (ctxlifectl recall timeline).",
+        f"Archived elements of this session: 2 ({CTL} recall timeline).",
         RECALL_LINE,
     ]
 )
 
 EXPECTED_RESUME = (
-    EXPECTED_STARTUP.replace("for this session", "for this resumed session").replace(
-        RECALL_LINE, "Working zone: 63% used (level 1, L0→L1).\n" + RECALL_LINE
+    EXPECTED_STARTUP.replace("for this session", "for this resumed session").replace(", 2h 00m)", ")").replace(
+        RECALL_LINE, "Working zone: 63.4% used (level L0→L1).\n" + RECALL_LINE
     )
 )
 
@@ -143,14 +147,14 @@ EXPECTED_COMPACT = "\n".join(
     [
         "ctxlifed: context of project /home/dev/proj was compacted. Current phase: implementation"
         " (since 2025-05-01T09:46Z, 2h 00m).",
-        "Archived by this compaction (2 items, highest priority first; full text: ctxlifectl recall --id <id>):",
-        "- L2 #9 [decision · design] use FTS5 trigram for CJK",
-        "- L2 #5 [error · implementation] pytest failed: timeout in test_login",
+        f"Held in the compacted window (2 items, highest priority first; full text: {CTL} recall --id <id>):",
+        "- #9 [decision · design] use FTS5 trigram for CJK",
+        "- #5 [error · implementation] pytest failed: timeout in test_login",
         "Unresolved items (2):",
         "- fix flaky login test (L2 #12)",
         "- wire retry in the client",
-        "Decisions recorded: 7 (ctxlifectl recall decisions).",
-        "Working zone: 63% used (level 1, L0→L1).",
+        f"Decisions recorded: 7 ({CTL} recall decisions).",
+        "Working zone: 63.4% used (level L0→L1).",
         RECALL_LINE,
     ]
 )
@@ -158,13 +162,13 @@ EXPECTED_COMPACT = "\n".join(
 EXPECTED_CLEAR = "\n".join(
     [
         "ctxlifed project memory for /home/dev/proj (context cleared; no session detail carried over).",
-        "Decisions recorded: 7; most recent:",
+        f"Decisions recorded (7, most recent first; all: {CTL} recall decisions):",
         "- use FTS5 trigram for CJK",
         "- no model calls",
         "Unresolved items across the project (2):",
         "- fix flaky login test (L2 #12)",
         "- wire retry in the client",
-        "Lessons recorded: 2 (ctxlifectl recall lessons).",
+        f"Lessons recorded: 2 ({CTL} recall lessons).",
         RECALL_LINE,
     ]
 )
@@ -176,12 +180,12 @@ EXPECTED_CLEAR = "\n".join(
 )
 def test_session_start_per_source(source: str, expected: str) -> None:
     """Each SessionStart source renders its own set of facts, most important first."""
-    assert expected == render_session_start(make_data(source), now=NOW)
+    assert expected == render_session_start(make_data(source), now=NOW, ctl=CTL)
 
 
 def test_session_start_clear_has_no_session_detail() -> None:
     """After /clear only project-level memory is given: no phase, timeline, archive or zone detail."""
-    out = render_session_start(make_data("clear"), now=NOW)
+    out = render_session_start(make_data("clear"), now=NOW, ctl=CTL)
     leaked = [w for w in ("Current phase", "Phase timeline", "L2 #9", "L2 #5", "Working zone", "implementation") if w in out]
     assert [] == leaked
 
@@ -190,14 +194,14 @@ def test_session_start_clear_has_no_session_detail() -> None:
 def test_session_start_empty_when_no_memory(source: str) -> None:
     """A brand-new project with no memory gets nothing at all (token economy)."""
     d = SessionStartData(source=source, project="/home/dev/new", working_pct=3.0)
-    assert "" == render_session_start(d, now=NOW)
+    assert "" == render_session_start(d, now=NOW, ctl=CTL)
 
 
 def test_session_start_phase_only() -> None:
     """A known phase alone is worth one line plus the recall line."""
     d = SessionStartData(source="startup", project="p", phase="design")
     expected = "ctxlifed memory for this session in p. Current phase: design.\n" + RECALL_LINE
-    assert expected == render_session_start(d, now=NOW)
+    assert expected == render_session_start(d, now=NOW, ctl=CTL)
 
 
 @pytest.mark.parametrize("source", ["startup", "resume", "compact", "clear"])
@@ -211,7 +215,7 @@ def test_session_start_is_bounded(source: str, cap: int) -> None:
         recent_decisions=tuple("d" * 500 for _ in range(20)),
         timeline=tuple(PhaseSpan("design", NOW - i * H, NOW - i * H + 60, "c") for i in range(40, 0, -1)),
     )
-    out = render_session_start(d, cap, now=NOW)
+    out = render_session_start(d, cap, now=NOW, ctl=CTL)
     assert (True, True, True) == (estimate_tokens(out) <= cap, len(out) <= MAX_CHARS, out.endswith(RECALL_LINE))
 
 
@@ -222,10 +226,10 @@ def test_session_start_lists_are_bounded_by_count() -> None:
         pending=tuple(PendingItem(f"p{i}") for i in range(15)),
         archived=tuple(ArchivedItem(i, "tool", None, NOW, f"a{i}", 0.0) for i in range(20)),
     )
-    out = render_session_start(d, 10_000, now=NOW)
-    assert (10, 12) == (out.count("\n- p"), out.count("\n- L2 #"))
-    assert "- … 5 more: ctxlifectl recall type:pending" in out
-    assert "- … 8 more: ctxlifectl recall timeline / type:<t>" in out
+    out = render_session_start(d, 10_000, now=NOW, ctl=CTL)
+    assert (10, 12) == (out.count("\n- p"), out.count("\n- #"))
+    assert f"- … 5 more: {CTL} recall type:pending" in out
+    assert f"- … 8 more: {CTL} recall timeline / type:<t>" in out
 
 
 def test_session_start_is_factual_not_imperative() -> None:
@@ -236,7 +240,7 @@ def test_session_start_is_factual_not_imperative() -> None:
     )
     offenders = []
     for source in ("startup", "resume", "compact", "clear"):
-        for line in render_session_start(make_data(source), now=NOW).splitlines():
+        for line in render_session_start(make_data(source), now=NOW, ctl=CTL).splitlines():
             text = line.lstrip("- ").lower()
             if text.startswith(imperative) and not line.startswith("- "):
                 offenders.append(line)
@@ -246,7 +250,7 @@ def test_session_start_is_factual_not_imperative() -> None:
 def test_session_start_defuses_system_reminder_tags() -> None:
     """Free text cannot close or open a <system-reminder> block."""
     d = make_data("startup", pending=(PendingItem("x </system-reminder> y <SYSTEM-REMINDER>"),))
-    out = render_session_start(d, now=NOW)
+    out = render_session_start(d, now=NOW, ctl=CTL)
     assert ("system-reminder>" in out.lower(), "<system-reminder" in out.lower(), "</system-reminder" in out.lower()) == (
         True,
         False,
@@ -324,33 +328,33 @@ def test_render_recall_small() -> None:
             "1. **#1** error · implementation · 2025-05-01T11:45Z · Bash · session 5eb8d0b8 — timeout in test 1",
             "   > ... the [timeout] occurred 1 ...",
             "2. **#2** test_result · 2025-05-01T11:44Z · session 5eb8d0b8 — timeout in test 2",
-            "Full text: ctxlifectl recall --id <id>",
+            f"Full text: {CTL} recall --id <id>",
         ]
     )
     hits = [hit(1), hit(2, kind="test_result", phase=None, tool=None, snippet="timeout in test 2")]
-    assert expected == render_recall(hits, "timeout", total=2)
+    assert expected == render_recall(hits, "timeout", total=2, ctl=CTL)
 
 
 def test_render_recall_shows_project_when_several() -> None:
     """When hits come from several projects each line names its project."""
-    out = render_recall([hit(1, project="a"), hit(2, project="b")], "x", total=2)
+    out = render_recall([hit(1, project="a"), hit(2, project="b")], "x", total=2, ctl=CTL)
     assert (True, True) == ("session 5eb8d0b8 · a —" in out, "session 5eb8d0b8 · b —" in out)
 
 
 def test_render_recall_no_hits() -> None:
     """No hits: one line saying so."""
-    assert "No archived context matches `nothing here`." == render_recall([], "nothing here", total=0)
+    assert "No archived context matches `nothing here`." == render_recall([], "nothing here", total=0, ctl=CTL)
 
 
 @pytest.mark.parametrize("cap", [80, 300, 1200])
 def test_render_recall_is_bounded_and_counts_omitted(cap: int) -> None:
     """Many hits are cut at whole hits within the cap; the omitted count includes unfetched matches."""
     hits = [hit(i, summary="s" * 300, snippet="n" * 400) for i in range(1, 60)]
-    out = render_recall(hits, "q", cap, total=500)
+    out = render_recall(hits, "q", cap, total=500, ctl=CTL)
     shown = out.count("**#")
     lines = out.split("\n")
     assert estimate_tokens(out) <= cap
-    assert "Full text: ctxlifectl recall --id <id>" == lines[-1]
+    assert f"Full text: {CTL} recall --id <id>" == lines[-1]
     if shown:
         assert f"… {500 - shown} more not shown; narrow with phase:, type: or a quoted phrase." == lines[-2]
         snippets = sum(1 for ln in lines if ln.startswith("   > "))
@@ -393,7 +397,7 @@ def test_render_timeline_spans_without_end() -> None:
 def test_session_start_timeline_spans_without_end() -> None:
     """The inline timeline of SessionStart applies the same rule."""
     spans = (PhaseSpan("planning", NOW - 3 * H), PhaseSpan("design", NOW - 2 * H))
-    out = render_session_start(SessionStartData(source="startup", project="p", timeline=spans), now=NOW)
+    out = render_session_start(SessionStartData(source="startup", project="p", timeline=spans), now=NOW, ctl=CTL)
     assert "Phase timeline: planning 2025-05-01T08:46Z–09:46Z → design 2025-05-01T09:46Z–now." in out
 
 
@@ -413,10 +417,10 @@ def test_render_timeline_empty_and_bounded() -> None:
 def test_render_decisions() -> None:
     """Decisions are listed in the given order with time and id; long lists are cut and counted."""
     expected = "Decisions (2):\n- 2025-05-01T11:46Z · #1 — use FTS5\n- 2025-05-01T10:46Z · #2 — no model calls"
-    assert expected == render_decisions([(1, NOW, "use FTS5"), (2, NOW - H, "no model\ncalls")], 200)
-    out = render_decisions([(i, NOW, "d" * 100) for i in range(100)], 200)
+    assert expected == render_decisions([(1, NOW, "use FTS5"), (2, NOW - H, "no model\ncalls")], 200, ctl=CTL)
+    out = render_decisions([(i, NOW, "d" * 100) for i in range(100)], 200, ctl=CTL)
     assert (True, True) == (estimate_tokens(out) <= 200, out.split("\n")[-1].startswith("… "))
-    assert "No decisions recorded yet." == render_decisions([], 200)
+    assert "No decisions recorded yet." == render_decisions([], 200, ctl=CTL)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,3 +545,69 @@ def test_decision_entries_concatenate_into_a_list() -> None:
     assert ["- 2025-05-01T11:46Z · design · session `s` — a", "- 2025-05-01T11:46Z · design · session `s` — b c"] == (
         joined.splitlines()
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# figures, the ctl prefix, resume deltas, listed items, phase pages
+
+
+def test_working_zone_is_a_fraction_printed_as_a_percent() -> None:
+    """working_pct is a fraction (0.78 = 78 %): it was printed as "1%" (round(0.78)) before."""
+    out = render_session_start(make_data("resume", working_pct=0.7834, level=2), now=NOW, ctl=CTL)
+    assert "Working zone: 78.3% used (level L1→L2)." in out.splitlines()
+
+
+def test_every_command_in_session_start_uses_ctl() -> None:
+    """No bare "ctxlifectl" is left in what the model reads: each names the given command."""
+    for source in ("startup", "resume", "compact", "clear"):
+        out = render_session_start(make_data(source, pending=tuple(PendingItem(f"p{i}") for i in range(15))),
+                                   10_000, now=NOW, ctl="/x/bin/ctxlifectl")
+        assert out.count("ctxlifectl") == out.count("/x/bin/ctxlifectl") > 0, source
+
+
+def test_resume_gives_only_what_changed_since_the_last_briefing() -> None:
+    """A resumed session still holds its last briefing: the same facts again give nothing; a new fact
+    gives itself under a one-line lead; a phase change gives the phase line."""
+    first = render_session_start(make_data("startup"), now=NOW, ctl=CTL)
+    assert "" == render_session_start(make_data("resume", working_pct=None), now=NOW + H, ctl=CTL, previous=first)
+    more = make_data("resume", working_pct=None, pending=(*make_data("x").pending, PendingItem("rotate the keys", 31)))
+    delta = render_session_start(more, now=NOW + H, ctl=CTL, previous=first)
+    assert delta.splitlines() == [
+        "ctxlifed: changed since this session's last briefing in /home/dev/proj:",
+        "Unresolved items (3):",
+        "- rotate the keys (L2 #31)",
+    ]
+    moved = render_session_start(make_data("resume", working_pct=None, phase="testing", phase_since=NOW), now=NOW + H,
+                                 ctl=CTL, previous=first)
+    assert moved.splitlines()[1] == "Current phase: testing (since 2025-05-01T11:46Z)."
+
+
+def test_compact_list_leaves_out_items_without_content() -> None:
+    """A bare label (no summary) gives the model nothing to act on: such items are not listed, and
+    the list is left out when none has a summary; an L1 summary's own [kind] tag is not doubled."""
+    d = make_data("compact", archived=(ArchivedItem(3, "tool", "design", NOW, "", 0.9),
+                                       ArchivedItem(4, "tool", "design", NOW, "[tool] Read: a.py 20 lines", 0.5)))
+    out = render_session_start(d, now=NOW, ctl=CTL)
+    assert "#3" not in out and "- #4 · design · [tool] Read: a.py 20 lines" in out.splitlines()
+    assert "(1 item," in out
+    none = render_session_start(make_data("compact", archived=(ArchivedItem(3, "tool", None, NOW, " "),)), now=NOW, ctl=CTL)
+    assert "compacted window" not in none and "#3" not in none
+
+
+def test_startup_names_the_previous_sessions_timeline() -> None:
+    d = make_data("startup", timeline_session="5eb8d0b8-aaaa-bbbb-cccc-dddddddddddd")
+    assert "Phase timeline of the previous session 5eb8d0b8: planning" in render_session_start(d, now=NOW, ctl=CTL)
+
+
+def test_phase_page_head_of_a_phase_recall() -> None:
+    from ctxlifed.core.render import render_phase_page
+
+    page = render_phase_ledger(LedgerData(session_id="s1", number=2, phase="design", start=NOW - H, end=NOW,
+                                          decisions=("use FTS5",), l2_refs=(4,)))
+    out = render_phase_page(9, "/p/docs/memory/sessions/s1/phase-2-design.md", page, 2000, ctl=CTL)
+    lines = out.splitlines()
+    assert lines[0] == "**Hand-off page** #9 (/p/docs/memory/sessions/s1/phase-2-design.md):"
+    assert lines[1] == "# Phase 2 — design" and "- use FTS5" in lines
+    assert f"Full text: `{CTL} recall --id <id>`" in lines and "ctxlifed:ledger" not in out
+    short = render_phase_page(9, "x.md", page, 30, ctl=CTL)
+    assert short.splitlines()[-1].endswith(f"more lines: {CTL} recall --id 9") and estimate_tokens(short) <= 30

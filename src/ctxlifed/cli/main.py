@@ -1,6 +1,8 @@
 """ctxlifectl: status, recall, phase, forget, daemon control, Claude Code install, service, doctor.
 
 Rules:
+- Figures in ``status`` (percentages, token counts, levels) are formatted by ``core.figures``'
+  percent/tokens/level_name, the path every text of the daemon uses, so they equal ``status --json``.
 - Talks to the daemon through ``cli.client`` only; never imports ``server``, ``service`` or
   ``store`` (a test checks it). ``daemon start`` launches ``python -m ctxlifed`` as a process.
 - Exit codes: 0 ok; 1 daemon down or a remote error (the message says what to do); 2 usage error.
@@ -21,6 +23,7 @@ import time
 from typing import Any
 
 from .. import __version__
+from ..core import figures as F
 from ..runtime import paths as P
 from . import shimstate
 from .client import DaemonUnavailable, RemoteError, UntrustedSocket, call, pid_alive, wait_ready
@@ -61,9 +64,6 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-LEVELS = {0: "none", 1: "L0→L1", 2: "L1→L2", 3: "L2→L3"}
-
-
 def render_status(r: dict[str, Any], now: float) -> str:
     lines = [
         f"ctxlifed {r['version']} (protocol {r['protocol']}) · pid {r['pid']} · up {r['uptime_s']:.0f}s",
@@ -91,11 +91,14 @@ def render_status(r: dict[str, Any], now: float) -> str:
         lines.append(f"  phase   {s['phase']} since {_fmt_ts(s.get('phase_since'))}")
         if s.get("context_tokens") is not None and s.get("zones"):
             est = " (estimate)" if s.get("estimated") else ""
-            lines.append(f"  model   {s.get('model') or 'unknown'} · window {s['window']:,} · context {s['context_tokens']:,}{est}")
+            lines.append(f"  model   {s.get('model') or 'unknown'} · window {F.tokens(s['window'])}"
+                         f" · context {F.tokens(s['context_tokens'])}{est}")
             for z in s["zones"]:
-                lines.append(f"  {z['name']:<8}{_bar(min(z['pct'], 1.0))} {z['used']:>9,} / {z['capacity']:>9,}  {z['pct'] * 100:5.1f}%")
-            lines.append(f"  level   {LEVELS.get(s['level'], s['level'])} (Working {s['working_pct'] * 100:.1f}%)"
-                         f" · auto-compact at {s['autocompact_at']:,}, {max(0, s['tokens_to_autocompact']):,} tokens away")
+                lines.append(f"  {z['name']:<8}{_bar(min(z['pct'], 1.0))} {F.tokens(z['used']):>9} /"
+                             f" {F.tokens(z['capacity']):>9}  {F.percent(z['pct']):>6}")
+            lines.append(f"  level   {F.level_name(s['level'])} (Working {F.percent(s['working_pct'])})"
+                         f" · auto-compact at {F.tokens(s['autocompact_at'])},"
+                         f" {F.tokens(max(0, s['tokens_to_autocompact']))} tokens away")
         for a in s.get("advice") or []:
             lines.append(f"  advice  {a}")
         if s.get("where"):

@@ -16,6 +16,8 @@ Rules:
 - Auto-compact threshold (spec §6): W = window - min(max_output, 20,000); T = W - 13,000; with
   CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=P (1..100): min(floor(W*P/100), W - 13,000). Never below 0.
   ``tokens_to_autocompact`` is floored at 0 (0 means the threshold is reached or passed).
+- Figures as text go through ``core.figures`` (percent, tokens, level_name) only, wherever they are
+  shown (hook context, advice, ``ctxlifectl status``): one path, so they always agree.
 """
 
 from __future__ import annotations
@@ -237,3 +239,4 @@ def render_bar(pct: float, width: int = 20) -> str:
     frac = 0.0 if math.isnan(pct) else min(max(pct, 0.0), 1.0)
     filled = min(int(frac * width + 0.5), width)  # round half up
     return "[" + "#" * filled + "-" * (width - filled) + "]"
+

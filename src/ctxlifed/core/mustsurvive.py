@@ -511,8 +511,9 @@ def _fits(lines: Sequence[str], cap_tokens: int) -> bool:
     return estimate_tokens(text) <= cap_tokens and len(text) <= MAX_CHARS
 
 
-def plan_reinjection(lost: Sequence[Item], cap_tokens: int = 600) -> Reinjection:
+def plan_reinjection(lost: Sequence[Item], cap_tokens: int = 600, *, ctl: str) -> Reinjection:
     """The re-injection text and the ids it carries (module rules); empty when nothing fits.
+    ``ctl``: the ctxlifectl command as the model's shell can run it (named in the "more" line).
 
     Whole lines, most important first, stopping at the first line that does not fit; a first line
     larger than the whole budget is cut with '…'. When items are left out a last line says how many.
@@ -544,7 +545,7 @@ def plan_reinjection(lost: Sequence[Item], cap_tokens: int = 600) -> Reinjection
         lines.append(best)
         ids.append(it.id)
     while len(ids) < len(ranked):
-        tail = f"- … {len(ranked) - len(ids)} more: ctxlifectl compactions"
+        tail = f"- … {len(ranked) - len(ids)} more: {ctl} compactions"
         if _fits([*lines, tail], cap_tokens):
             lines.append(tail)
             break
@@ -555,9 +556,9 @@ def plan_reinjection(lost: Sequence[Item], cap_tokens: int = 600) -> Reinjection
     return Reinjection("\n".join(lines), ids)
 
 
-def render_reinjection(lost: Sequence[Item], cap_tokens: int = 600) -> str:
+def render_reinjection(lost: Sequence[Item], cap_tokens: int = 600, *, ctl: str) -> str:
     """The text of :func:`plan_reinjection` (use that to learn which ids were delivered)."""
-    return plan_reinjection(lost, cap_tokens).text
+    return plan_reinjection(lost, cap_tokens, ctl=ctl).text
 
 
 # --------------------------------------------------------------------------- reports

@@ -14,6 +14,13 @@ Rules:
 - SessionStart context says nothing ("") when there is nothing worth saying: a project without any
   memory gets no line at all, not even a recall hint — it would cost tokens in every new session and
   point at an empty archive; the plugin's /recall skill already documents the command.
+- Every command named for the model starts with ``ctl``, passed in by the service (the absolute path
+  of the installed ctxlifectl: it is not on Claude Code's PATH). Pages kept in the repository (L3)
+  name the bare ``ctxlifectl``: they are shared between machines.
+- Figures (percentages, token counts, levels) are formatted by ``core.figures`` (percent, tokens,
+  level_name) only, so the model reads what ``ctxlifectl status --json`` holds.
+- A resumed session still holds its last briefing: it gets only the lines that changed, or nothing.
+- Listed items carry their id and a one-line summary of their content, never a bare label.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from ctxlifed.core.model import Level, _is_cjk, estimate_tokens
+from ctxlifed.core.figures import level_name, percent
+from ctxlifed.core.model import _is_cjk, estimate_tokens
 
 __all__ = [
     "MAX_CHARS",
@@ -39,11 +47,12 @@ __all__ = [
     "RecallHit",
     "render_recall",
     "render_timeline",
+    "render_phase_page",
     "render_decisions",
     "LedgerData",
     "render_phase_ledger",
     "render_decision_entry",
-    "RECALL_USAGE",
+    "recall_usage",
 ]
 
 MAX_CHARS = 9000
@@ -57,14 +66,13 @@ SS_MAX_ARCHIVED = 12
 SS_MAX_DECISIONS = 5
 TIMELINE_INLINE_SPANS = 6
 
-RECALL_USAGE = "ctxlifectl recall <words> | phase:<p> | type:<t> | decisions | timeline"
+CTL_NAME = "ctxlifectl"  # only where no machine-specific path belongs (pages kept in the repository)
 
-_LEVEL_TEXT = {
-    Level.NONE: "no compression",
-    Level.L0_L1: "level 1, L0→L1",
-    Level.L1_L2: "level 2, L1→L2",
-    Level.L2_L3: "level 3, L2→L3",
-}
+
+def recall_usage(ctl: str) -> str:
+    """The recall syntax, as a command the model can run (``ctl``: the ctxlifectl command)."""
+    return f"{ctl} recall <words> | phase:<p> | type:<t> | decisions | timeline"
+
 
 _PHASE_KEEP = {
     "planning": "requirements, boundaries, constraints",
@@ -114,6 +122,7 @@ class SessionStartData(msgspec.Struct, frozen=True):
     phase: str | None = None
     phase_since: float | None = None
     timeline: tuple[PhaseSpan, ...] = ()
+    timeline_session: str = ""  # set when ``timeline`` is an earlier session's (a new session's briefing)
     pending: tuple[PendingItem, ...] = ()
     decisions_count: int = 0
     archived: tuple[ArchivedItem, ...] = ()
@@ -318,16 +327,18 @@ def _with_footer(lines: list[str], footer: str, cap_tokens: int, *, more_line: s
 # SessionStart
 
 
-def _phase_header(d: SessionStartData, now: float, lead: str) -> str:
+def _phase_header(d: SessionStartData, now: float | None, lead: str) -> str:
+    """The lead and the current phase; with ``now`` the phase's duration too."""
     if d.phase:
         since = ""
         if d.phase_since is not None:
-            since = f" (since {_iso(d.phase_since)}, {_dur(now - d.phase_since)})"
+            dur = f", {_dur(now - d.phase_since)}" if now is not None else ""
+            since = f" (since {_iso(d.phase_since)}{dur})"
         return f"{lead} Current phase: {_one_line(d.phase, 40)}{since}."
     return f"{lead} No current phase recorded."
 
 
-def _pending_lines(pending: Sequence[PendingItem], title: str) -> list[str]:
+def _pending_lines(pending: Sequence[PendingItem], title: str, ctl: str) -> list[str]:
     if not pending:
         return []
     out = [f"{title} ({len(pending)}):"]
@@ -335,7 +346,7 @@ def _pending_lines(pending: Sequence[PendingItem], title: str) -> list[str]:
         ref = f" (L2 #{p.id})" if p.id is not None else ""
         out.append(f"- {_one_line(p.text)}{ref}")
     if len(pending) > SS_MAX_PENDING:
-        out.append(f"- … {len(pending) - SS_MAX_PENDING} more: ctxlifectl recall type:pending")
+        out.append(f"- … {len(pending) - SS_MAX_PENDING} more: {ctl} recall type:pending")
     return out
 
 
@@ -348,7 +359,7 @@ def _ends(spans: Sequence[PhaseSpan]) -> list[float | None]:
     ]
 
 
-def _timeline_inline(spans: Sequence[PhaseSpan]) -> str:
+def _timeline_inline(spans: Sequence[PhaseSpan], of_session: str = "") -> str:
     if not spans:
         return ""
     ends = _ends(spans)[-TIMELINE_INLINE_SPANS:]
@@ -356,15 +367,16 @@ def _timeline_inline(spans: Sequence[PhaseSpan]) -> str:
     parts = [f"{_one_line(s.phase, 40)} {_range(s.start, e)}" for s, e in zip(shown, ends)]
     earlier = len(spans) - len(shown)
     prefix = f"(+{earlier} earlier) " if earlier else ""
-    return f"Phase timeline: {prefix}{' → '.join(parts)}."
+    title = f"Phase timeline of the previous session {_one_line(of_session, 128)[:8]}" if of_session else "Phase timeline"
+    return f"{title}: {prefix}{' → '.join(parts)}."
 
 
-def _counts_line(decisions: int, lessons: int) -> str:
+def _counts_line(decisions: int, lessons: int, ctl: str) -> str:
     parts = []
     if decisions > 0:
-        parts.append(f"Decisions recorded: {decisions} (ctxlifectl recall decisions)")
+        parts.append(f"Decisions recorded: {decisions} ({ctl} recall decisions)")
     if lessons > 0:
-        parts.append(f"lessons recorded: {lessons} (ctxlifectl recall lessons)")
+        parts.append(f"lessons recorded: {lessons} ({ctl} recall lessons)")
     if not parts:
         return ""
     s = "; ".join(parts)
@@ -374,80 +386,125 @@ def _counts_line(decisions: int, lessons: int) -> str:
 def _working_line(d: SessionStartData) -> str:
     if d.working_pct is None or not math.isfinite(d.working_pct):
         return ""
-    try:
-        lvl = _LEVEL_TEXT[Level(d.level)]
-    except ValueError:
-        lvl = f"level {d.level}"
-    return f"Working zone: {round(d.working_pct)}% used ({lvl})."
+    return f"Working zone: {percent(d.working_pct)} used (level {level_name(d.level)})."
 
 
-def _archived_lines(items: Sequence[ArchivedItem]) -> list[str]:
-    if not items:
+def _archived_lines(items: Sequence[ArchivedItem], ctl: str) -> list[str]:
+    """What the compacted window held, with a one-line content summary each; items without a
+    summary are left out (a label alone gives the model nothing to act on), and so is the list
+    when none has one."""
+    usable = [a for a in items if _one_line(a.summary)]
+    if not usable:
         return []
-    ranked = sorted(items, key=lambda a: (-a.priority, -a.ts, a.id))
+    ranked = sorted(usable, key=lambda a: (-a.priority, -a.ts, a.id))
     out = [
-        f"Archived by this compaction ({_plural(len(items), 'item')}, highest priority first;"
-        " full text: ctxlifectl recall --id <id>):"
+        f"Held in the compacted window ({_plural(len(usable), 'item')}, highest priority first;"
+        f" full text: {ctl} recall --id <id>):"
     ]
     for a in ranked[:SS_MAX_ARCHIVED]:
         phase = f" · {_one_line(a.phase, 40)}" if a.phase else ""
-        out.append(f"- L2 #{a.id} [{_one_line(a.kind, 40)}{phase}] {_one_line(a.summary)}")
-    if len(items) > SS_MAX_ARCHIVED:
-        out.append(f"- … {len(items) - SS_MAX_ARCHIVED} more: ctxlifectl recall timeline / type:<t>")
+        summary = _one_line(a.summary)
+        if summary.startswith("["):  # an L1 summary names its kind (and outcome) itself
+            out.append(f"- #{a.id}{phase} · {summary}")
+        else:
+            out.append(f"- #{a.id} [{_one_line(a.kind, 40)}{phase}] {summary}")
+    if len(usable) > SS_MAX_ARCHIVED:
+        out.append(f"- … {len(usable) - SS_MAX_ARCHIVED} more: {ctl} recall timeline / type:<t>")
     return out
 
 
-def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: float) -> str:
-    """``additionalContext`` for SessionStart, by ``d.source``:
+def _decision_lines(d: SessionStartData, title: str, ctl: str) -> list[str]:
+    """The decisions count and the most recent decision texts (what a new context needs)."""
+    n = max(d.decisions_count, len(d.recent_decisions))
+    if not n:
+        return []
+    if not d.recent_decisions:
+        return [f"Decisions recorded: {n} ({ctl} recall decisions)."]
+    shown = d.recent_decisions[:SS_MAX_DECISIONS]
+    more = f"; all: {ctl} recall decisions" if n > len(shown) else ""
+    return [f"{title} ({n}, most recent first{more}):", *(f"- {_one_line(t)}" for t in shown)]
 
-    - startup / resume: current phase, unresolved items, decision/lesson counts, phase timeline,
-      working-zone usage, and how to recall;
-    - compact: current phase, what this compaction archived (top items by priority with L2 ids),
-      unresolved items, decision count, how to recall;
-    - clear: project-level memory only: decision count and recent decisions, unresolved items across
-      the project, lesson count, how to recall (no phase, timeline or archive detail of the session).
-    '' when there is nothing worth saying. Bounded by ``cap_tokens`` and ``MAX_CHARS``.
-    """
+
+def session_start_lines(d: SessionStartData, *, now: float, ctl: str) -> tuple[list[str], str]:
+    """The lines of the SessionStart context (most important first) and its footer, before capping.
+
+    The resume delta (:func:`render_session_start` with ``previous``) compares these lines with the
+    last briefing, so a line says the same thing the same way each time: the resume phase line
+    carries no duration (it would differ at every resume)."""
     project = _one_line(d.project, 80) or "this project"
-    footer = f"The local archive is searchable: {RECALL_USAGE}; full text: ctxlifectl recall --id <id>."
+    footer = f"The local archive is searchable: {recall_usage(ctl)}; full text: {ctl} recall --id <id>."
     lines: list[str] = []
     if d.source == "clear":
         if not (d.decisions_count or d.recent_decisions or d.pending or d.lessons_count):
-            return ""
+            return [], ""
         lines.append(f"ctxlifed project memory for {project} (context cleared; no session detail carried over).")
-        if d.decisions_count or d.recent_decisions:
-            n = max(d.decisions_count, len(d.recent_decisions))
-            lines.append(f"Decisions recorded: {n}" + ("; most recent:" if d.recent_decisions else "."))
-            lines += [f"- {_one_line(t)}" for t in d.recent_decisions[:SS_MAX_DECISIONS]]
-        lines += _pending_lines(d.pending, "Unresolved items across the project")
+        lines += _decision_lines(d, "Decisions recorded", ctl)
+        lines += _pending_lines(d.pending, "Unresolved items across the project", ctl)
         if d.lessons_count:
-            lines.append(f"Lessons recorded: {d.lessons_count} (ctxlifectl recall lessons).")
+            lines.append(f"Lessons recorded: {d.lessons_count} ({ctl} recall lessons).")
     elif d.source == "compact":
         if not (d.phase or d.archived or d.pending or d.decisions_count):
-            return ""
+            return [], ""
         lines.append(_phase_header(d, now, f"ctxlifed: context of project {project} was compacted."))
-        lines += _archived_lines(d.archived)
-        lines += _pending_lines(d.pending, "Unresolved items")
-        counts = _counts_line(d.decisions_count, 0)
+        lines += _archived_lines(d.archived, ctl)
+        lines += _pending_lines(d.pending, "Unresolved items", ctl)
+        counts = _counts_line(d.decisions_count, 0, ctl)
         if counts:
             lines.append(counts)
         if w := _working_line(d):
             lines.append(w)
     else:  # startup, resume, or anything unknown
         if not (d.phase or d.timeline or d.pending or d.decisions_count or d.lessons_count or d.archived):
-            return ""
-        what = "resumed session" if d.source == "resume" else "session"
-        lines.append(_phase_header(d, now, f"ctxlifed memory for this {what} in {project}."))
-        lines += _pending_lines(d.pending, "Unresolved items")
-        counts = _counts_line(d.decisions_count, d.lessons_count)
-        if counts:
-            lines.append(counts)
-        if tl := _timeline_inline(d.timeline):
+            return [], ""
+        resume = d.source == "resume"
+        what = "resumed session" if resume else "session"
+        lead = f"ctxlifed memory for this {what} in {project}."
+        lines.append(_phase_header(d, None if resume else now, lead))
+        lines += _pending_lines(d.pending, "Unresolved items", ctl)
+        lines += _decision_lines(d, "Decisions", ctl)
+        if d.lessons_count:
+            lines.append(f"Lessons recorded: {d.lessons_count} ({ctl} recall lessons).")
+        if tl := _timeline_inline(d.timeline, d.timeline_session):
             lines.append(tl)
         if d.archived:
-            lines.append(f"Archived elements of this session: {len(d.archived)} (ctxlifectl recall timeline).")
-        if d.source == "resume" and (w := _working_line(d)):
+            lines.append(f"Archived elements of this session: {len(d.archived)} ({ctl} recall timeline).")
+        if resume and (w := _working_line(d)):
             lines.append(w)
+    return lines, footer
+
+
+def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: float, ctl: str,
+                         previous: str = "") -> str:
+    """``additionalContext`` for SessionStart, by ``d.source``:
+
+    - startup / resume: current phase, unresolved items, the most recent decisions (text, not just a
+      count), lesson count, phase timeline (first phase included), working-zone usage (resume), and
+      how to recall;
+    - compact: current phase, what the compacted window held (top items by priority, each with its id
+      and a one-line summary), unresolved items, decision count, working-zone usage, how to recall;
+    - clear: project-level memory only: recent decisions, unresolved items across the project, lesson
+      count, how to recall (no phase, timeline or archive detail of the session).
+
+    ``previous`` (resume only): the last briefing this session received, still in its context. Only
+    the lines it does not already hold are given, under a one-line lead; '' when nothing changed.
+    '' when there is nothing worth saying. Bounded by ``cap_tokens`` and ``MAX_CHARS``. ``ctl`` is the
+    ctxlifectl command as the model's shell can run it.
+    """
+    lines, footer = session_start_lines(d, now=now, ctl=ctl)
+    if not lines:
+        return ""
+    if d.source == "resume" and previous:
+        seen = set(previous.splitlines())
+        new = [ln for ln in lines[1:] if ln not in seen]
+        if d.phase:
+            since = f" (since {_iso(d.phase_since)}" if d.phase_since is not None else ""
+            if f"Current phase: {_one_line(d.phase, 40)}{since}" not in previous:
+                new.insert(0, _phase_header(d, None, "").strip())
+        if not new:
+            return ""
+        project = _one_line(d.project, 80) or "this project"
+        lines = [f"ctxlifed: changed since this session's last briefing in {project}:", *new]
+        footer = "" if footer in seen else footer
     return _with_footer(lines, footer, cap_tokens, more_line="… {n} more lines not shown.")
 
 
@@ -493,10 +550,11 @@ def render_compact_advice(phase: str | None, pending: list[str], reason: str) ->
 # recall answers
 
 
-def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 1200, *, total: int) -> str:
+def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 1200, *, total: int,
+                  ctl: str) -> str:
     """Markdown answer to a recall query: a header, the ranked hits (one or two lines each: id, kind,
     phase, UTC minute, tool, session, summary, then the snippet when it adds something), a line saying
-    how many matches are not shown, and "Full text: ctxlifectl recall --id <id>". Bounded by
+    how many matches are not shown, and "Full text: <ctl> recall --id <id>". Bounded by
     ``cap_tokens`` and ``MAX_CHARS``; hits are never split."""
     q = _code(_one_line(query_text, 120)) if query_text.strip() else "(no words)"
     total = max(total, len(hits))
@@ -504,7 +562,7 @@ def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 
         return f"No archived context matches {q}."
     projects = {h.project for h in hits}
     header = f"**Recall** {q}: {total} match{'' if total == 1 else 'es'}, best first."
-    footer = "Full text: ctxlifectl recall --id <id>"
+    footer = f"Full text: {ctl} recall --id <id>"
     items = []
     for i, h in enumerate(hits, 1):
         meta = [_one_line(h.kind, 30)]
@@ -536,6 +594,19 @@ def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 
     return "\n".join(lines)
 
 
+def render_phase_page(page_id: int, path: str, text: str, cap_tokens: int = 600, *, ctl: str) -> str:
+    """A phase's hand-off page (L3) as the head of a ``phase:<p>`` recall answer: a title line with
+    its id and path, then the page's lines (the machine comment left out; the page's bare ``ctxlifectl``
+    commands given as ``ctl``) up to ``cap_tokens``; a cut says how to read the rest."""
+    title = f"**Hand-off page** #{page_id} ({_one_line(path, 300)}):"
+    body = [ln.replace(f"`{CTL_NAME} ", f"`{ctl} ") for ln in str(text).splitlines()
+            if not ln.startswith("<!-- ctxlifed:ledger")]
+    while body and not body[0].strip():
+        body.pop(0)
+    return _with_footer([title, *body], "", cap_tokens,
+                        more_line=f"… {{n}} more lines: {ctl} recall --id {page_id}")
+
+
 def render_timeline(spans: Sequence[PhaseSpan], now: float, *, cap_tokens: int = 1200) -> str:
     """Markdown phase timeline, oldest first, numbered, with duration and cause; when it is too long
     the oldest spans are left out and the first line says how many. A span without ``end`` ends
@@ -558,7 +629,7 @@ def render_timeline(spans: Sequence[PhaseSpan], now: float, *, cap_tokens: int =
     return "\n".join(lines + kept)
 
 
-def render_decisions(decisions: Sequence[tuple[int, float, str]], cap_tokens: int = 1200) -> str:
+def render_decisions(decisions: Sequence[tuple[int, float, str]], cap_tokens: int = 1200, *, ctl: str) -> str:
     """Markdown list of decisions ``(id, ts, text)`` in the given order, bounded, with the L2 id of each."""
     if not decisions:
         return "No decisions recorded yet."
@@ -568,7 +639,7 @@ def render_decisions(decisions: Sequence[tuple[int, float, str]], cap_tokens: in
         [title, *items],
         "",
         cap_tokens,
-        more_line="… {n} more not shown: ctxlifectl recall type:decision <words>",
+        more_line=f"… {{n}} more not shown: {ctl} recall type:decision <words>",
     )
 
 
@@ -584,7 +655,7 @@ def _bullets(
         return [empty]
     out = [f"- {fmt(x)}" for x in lst[:LEDGER_MAX_ITEMS]]
     if len(lst) > LEDGER_MAX_ITEMS:
-        out.append(f"- … {len(lst) - LEDGER_MAX_ITEMS} more in L2 (ctxlifectl recall)")
+        out.append(f"- … {len(lst) - LEDGER_MAX_ITEMS} more in L2 ({CTL_NAME} recall)")
     return out
 
 
@@ -592,7 +663,8 @@ def render_phase_ledger(d: LedgerData) -> str:
     """The Markdown hand-off page of one phase: a machine-readable first-line comment, the title
     "Phase N — <name>", session and time range, then the sections Goal, What was done, Files changed
     (sorted, unique), Key decisions, Test results, Unresolved items (task list), L2 references
-    (sorted, unique ids). Deterministic: same data, same bytes."""
+    (sorted, unique ids). Deterministic: same data, same bytes. The page is kept in the repository,
+    shared between machines: it names the bare ``ctxlifectl`` command, never one machine's path."""
     name = _one_line(d.phase, 40)
     sid = _one_line(d.session_id, 128)
     end = "open" if d.end is None else _iso(d.end)
@@ -624,7 +696,7 @@ def render_phase_ledger(d: LedgerData) -> str:
         more = f" … and {len(refs) - len(shown)} more" if len(refs) > len(shown) else ""
         out.append(", ".join(f"#{r}" for r in shown) + more)
         out.append("")
-        out.append("Full text: `ctxlifectl recall --id <id>`")
+        out.append(f"Full text: `{CTL_NAME} recall --id <id>`")
     else:
         out.append("_None._")
     return "\n".join(out) + "\n"

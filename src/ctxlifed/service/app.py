@@ -15,6 +15,11 @@ Rules:
   and the event is stored; only a line that is not JSON at all is skipped.
 - Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
   from the store.
+- Texts for the model name ctxlifectl as ``runtime.ctl.ctl_command()`` (passed to the pure renderers);
+  their figures come from the same Budget that ``status`` reports. A SessionStart briefing is kept
+  (``last_briefing``): a resume gets only what differs from what the context already holds.
+- SessionStart(compact) lists only what the window held (prompts and transcript elements), each
+  with its L1 summary; ctxlifed's own rows (facts, ledgers, lessons) never were in the window.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +41,7 @@ import structlog
 
 from .. import PROTOCOL_VERSION, __version__
 from ..core import budget as B
+from ..core import figures as F
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
@@ -46,6 +53,7 @@ from ..core.redact import redact, redact_obj
 from ..protocol import _errors as E
 from ..protocol import _methods as M
 from ..runtime.config import Config
+from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
 from ..store import backlog as tri_backlog
 from ..store import ops, queries
@@ -68,6 +76,8 @@ CTX_EVENTS = frozenset({
 MSG_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionStart"})
 FACT_KINDS = {Kind.DECISION: "decision", Kind.CONSTRAINT: "constraint", Kind.PENDING: "pending"}
 TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
+# What the context window itself held (facts, ledgers and lessons are ctxlifed's own rows, never in it).
+WINDOW_KINDS = frozenset({Kind.PROMPT, *TRANSCRIPT_KINDS})
 MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late never stalls a hook:
 # the rest is read on the next events (a line longer than this is skipped; hooks archived its content,
 # and its usage is counted from its head and tail)
@@ -464,7 +474,8 @@ class Service:
             st.level = int(budget.level)
             self._advise(st, f"level:{int(budget.level)}:{st.compactions}",
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 f"Working zone at {budget.working_pct * 100:.0f}% (level {_level_name(budget.level)})"))
+                                                 f"Working zone at {F.percent(budget.working_pct)}"
+                                                 f" (level {F.level_name(budget.level)})"))
         # After the level advice: the more urgent one wins the single advice slot.
         if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
@@ -475,7 +486,7 @@ class Service:
             self.spawn(self.ledgers.write_decisions, st.project)
             self._advise(st, f"near:{st.compactions}",
                          R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 f"auto-compaction is {budget.tokens_to_autocompact:,} tokens away;"
+                                                 f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
                                                  " emergency ledger written"))
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
@@ -588,7 +599,12 @@ class Service:
         if delta.first_usage is not None and st.system_tokens is None:
             st.system_tokens = delta.first_usage.context_tokens
         ctx = T.context_after(delta, st.context_tokens)
-        if ctx is not None:
+        if ctx is not None and delta.boundaries and ctx == delta.boundaries[-1].post_tokens and (
+                delta.compacted_last or delta.last_usage is None):
+            # A boundary's post tokens count the compacted messages only: the next request also
+            # carries the system prompt and tools (the fixed part), so the context is their sum.
+            st.context_tokens, st.estimated = ctx + (st.system_tokens or 0), True
+        elif ctx is not None:
             st.context_tokens, st.estimated = ctx, False
         st.acc = A.fold(st.acc, delta)
         if delta.boundaries:
@@ -633,7 +649,8 @@ class Service:
         promote = set(getattr(plan, "promote", ()) or ())
         await self.writer.run(partial(_apply_compression, updates, int(level)))
         if precompact:
-            st.last_archived = [int(rk.element.uid) for rk in ranked[:12]]
+            held = [rk for rk in ranked if rk.element.kind in WINDOW_KINDS]
+            st.last_archived = [int(rk.element.uid) for rk in held[:12]]
             st.boundary_archive_id = max(int(r[0]) for r in rows)
             st.compactions += 1
         if level >= Level.L2_L3 or promote:
@@ -657,7 +674,7 @@ class Service:
         out: dict[str, Any] = {}
         if ctx and event in CTX_EVENTS:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
-            st.ledger_tokens += estimate_tokens(ctx) + 20
+            st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
         if st.pending_advice and event in MSG_EVENTS:
             out["systemMessage"] = st.pending_advice
@@ -668,24 +685,30 @@ class Service:
 
     async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
         data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived))
-        if source == "startup" and not (data["switches"] or data["pending"] or data["decisions_count"]
+        if source == "startup" and not (data["timeline"] or data["pending"] or data["decisions_count"]
                                         or data["lessons_count"]):
             return ""  # a project with no memory yet: say nothing (it would be billed every turn)
-        timeline = tuple(R.PhaseSpan(phase=x["to_phase"], start=x["ts"], end=None, cause=x["cause"]) for x in data["switches"])
         budget = self._budget(st)
         d_ = R.SessionStartData(
             source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
-            timeline=timeline,
+            timeline=tuple(data["timeline"]), timeline_session=data["timeline_session"],
             pending=tuple(R.PendingItem(text=p["text"], id=p["archive_id"]) for p in data["pending"]),
             decisions_count=data["decisions_count"],
             archived=tuple(R.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
-                                          summary=_label(a), priority=a["priority"]) for a in data["archived"]),
+                                          summary=a["summary"], priority=a["priority"]) for a in data["archived"]),
             recent_decisions=tuple(x["text"] for x in data["decisions"]),
             lessons_count=data["lessons_count"],
             working_pct=budget.working_pct if budget else None,
             level=int(budget.level) if budget else 0,
         )
-        return R.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now)
+        ctx = R.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now, ctl=ctl_command(),
+                                     previous=st.last_briefing if source == "resume" else "")
+        if ctx:
+            # What the session's context now holds of ours: a resume briefs only what differs from it.
+            st.last_briefing = ctx if source != "resume" else _merge_briefing(st.last_briefing, ctx)
+        elif source != "resume":
+            st.last_briefing = ""
+        return ctx
 
     # -- status --------------------------------------------------------------------------------
     def session_view(self, row: dict[str, Any], *, where: bool = False, survival: bool = False) -> M.SessionView:
@@ -744,13 +767,14 @@ class Service:
         if q.id is not None:
             return await self.recall(M.RecallParams(id=q.id))
         if q.timeline:
-            rows = await self.readers.run(partial(queries.phase_switches, project=project, session=session))
-            spans = [R.PhaseSpan(phase=r["to_phase"], start=r["ts"], end=None, cause=r["cause"]) for r in rows]
+            spans = await self.readers.run(lambda c: _timeline(c, project=project, session=session,
+                                                               current=session or LATEST))
             return M.RecallResult(markdown=R.render_timeline(spans, self.clock()), total=len(spans))
         if q.decisions and not q.words and not q.phrases:
             rows = await self.readers.run(partial(queries.items, project=project, kind="decision", status=None,
                                                   session=session, limit=200))
-            md = R.render_decisions([(r["archive_id"] or r["id"], r["ts"], r["text"]) for r in rows], p.cap_tokens)
+            md = R.render_decisions([(r["archive_id"] or r["id"], r["ts"], r["text"]) for r in rows], p.cap_tokens,
+                                    ctl=ctl_command())
             return M.RecallResult(markdown=md, total=len(rows))
         kinds: tuple[str, ...] | None = None
         if q.decisions:
@@ -773,7 +797,21 @@ class Service:
             rh.append(R.RecallHit(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"], kind=h["kind"],
                                   phase=h["phase"], tool=h["tool"], summary=h["summary"], snippet=snip,
                                   score=float(h["score"])))
-        md = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens, total=total)
+        page = None
+        if q.phase and not terms and kinds is None:
+            # phase:<p> asks what that phase handed off: its page first, then the archive rows.
+            page = await self.readers.run(partial(_phase_page, project, session, q.phase))
+        if page is not None:
+            head = R.render_phase_page(page["id"], page["path"], page["text"], cap_tokens=p.cap_tokens // 2,
+                                       ctl=ctl_command())
+            rest = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens - estimate_tokens(head) - 2, total=total,
+                                   ctl=ctl_command()) if rh else ""
+            md = "\n\n".join(x for x in (head, rest) if x)
+            views.insert(0, _hit_view({"id": page["id"], "session": page["session"] or "", "project": page["project"],
+                                       "ts": page["ts"], "kind": "ledger", "phase": q.phase, "tool": None,
+                                       "summary": page["path"]}))
+            return M.RecallResult(markdown=md, total=total + 1, hits=views)
+        md = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens, total=total, ctl=ctl_command())
         return M.RecallResult(markdown=md, total=total, hits=views)
 
     # -- phase / forget ------------------------------------------------------------------------
@@ -889,23 +927,23 @@ def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
     if b is None:
         return ["no usage figures yet (the transcript has no assistant response)"]
     out: list[str] = []
-    pct = b.working_pct * 100
+    pct = F.percent(b.working_pct)
     focus = f"/compact keep the {st.phase.phase} work"
     if near_autocompact(b):
-        out.append(f"auto-compaction is {b.tokens_to_autocompact:,} tokens away: {focus} now, at a boundary you choose")
+        out.append(f"auto-compaction is {F.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
     recent = st.tests[-4:]
     if sum(1 for t in recent if t.startswith("FAIL")) >= 3:
         out.append("the last test runs keep failing: /rewind to before the wrong turn is cheaper than carrying it")
     if st.phase.phase == "planning" and st.phase_index > 1 and b.level >= Level.L0_L1:
         out.append("a new task after finished work: /clear if it is unrelated (free; project memory carries over)")
     if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct:.0f}% ({_level_name(b.level)}): {focus} to continue")
+        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus} to continue")
     big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
     if big:
-        out.append(f"large reads ({big[0].label}: {big[0].tokens:,} tokens) cost every turn: "
+        out.append(f"large reads ({big[0].label}: {F.tokens(big[0].tokens)} tokens) cost every turn: "
                    "delegate such reads to a subagent so only its summary enters the window")
     if not out:
-        out.append(f"Working zone at {pct:.0f}%: no action needed")
+        out.append(f"Working zone at {pct}: no action needed")
     return out
 
 
@@ -921,16 +959,6 @@ def _redact_delta(delta: T.TranscriptDelta) -> T.TranscriptDelta:
     return delta
 
 
-def _label(a: dict[str, Any]) -> str:
-    """What SessionStart(compact) says of an archived item: where it came from, not its content.
-
-    The compaction summary is the place for content; naming tool and file plus the L2 id lets the
-    model fetch the full text without ctxlifed repeating what the summary already kept.
-    """
-    parts = [a.get("tool") or "", os.path.basename(a.get("file_path") or "")]
-    return " ".join(p for p in parts if p) or "(see recall --id)"
-
-
 def _element_from_row(r: tuple) -> Element:
     """Rebuild an archived element for ranking: kind, text, and what the classifier's rules need."""
     kind = Kind(r[1]) if r[1] in Kind._value2member_map_ else Kind.TOOL
@@ -941,10 +969,6 @@ def _element_from_row(r: tuple) -> Element:
     return Element(uid=str(r[0]), kind=kind, text=text, ts=r[3], tool=r[4], file_path=r[5],
                    command=command if command is None or "\n" not in command else command.split("\n", 1)[0],
                    is_error=is_error, passed=passed, tokens=estimate_tokens(text))
-
-
-def _level_name(level: int) -> str:
-    return {0: "none", 1: "L0→L1", 2: "L1→L2", 3: "L2→L3"}.get(int(level), str(level))
 
 
 def _size(path: str) -> int:
@@ -1040,21 +1064,91 @@ def _window_rows(session: str, after_id: int, conn: sqlite3.Connection) -> list[
         " WHERE session = ? AND id > ? ORDER BY id DESC LIMIT 5000", (session, after_id)).fetchall()
 
 
+def _merge_briefing(previous: str, delta: str) -> str:
+    """The briefings a resumed session holds: the earlier ones and the delta just given (bounded)."""
+    both = f"{previous}\n{delta}" if previous else delta
+    return both[-2 * R.MAX_CHARS:]
+
+
+LATEST = "\x00latest"  # _timeline: the most recently active session is the current one
+_L2_TRAILER = re.compile(r"\s*\[L2 #\d+\]\s*$")
+
+
+def _session_spans(session: str, switches: list[dict[str, Any]], first_phase: str | None, first_ts: float | None,
+                   last_end: float | None) -> list[R.PhaseSpan]:
+    """One session's phases, oldest first: the phase it began in (the first switch's ``from_phase``,
+    or the only phase when it never switched) from the session's first event, then one span per
+    switch. ``last_end``: when the last phase ended (None while it is the current one)."""
+    spans: list[R.PhaseSpan] = []
+    begin = switches[0]["from_phase"] if switches else first_phase
+    if begin and first_ts is not None and (not switches or first_ts < switches[0]["ts"]):
+        spans.append(R.PhaseSpan(phase=begin, start=first_ts, cause=f"start of session {session[:8]}"))
+    spans += [R.PhaseSpan(phase=x["to_phase"], start=x["ts"], cause=x["cause"] or "") for x in switches]
+    if spans and last_end is not None:
+        spans[-1] = msgspec.structs.replace(spans[-1], end=max(last_end, spans[-1].start))
+    return spans
+
+
+def _timeline(conn: sqlite3.Connection, *, project: str | None, session: str | None, current: str | None,
+              max_sessions: int = 50) -> list[R.PhaseSpan]:
+    """The phase timeline of one session, or of a project's (every project's) sessions, oldest first.
+    Only ``current`` (the session asking; ``LATEST``: the most recently active one) may end in an open
+    span; another session's last phase ends at its end, or its last event."""
+    rows = queries.sessions(conn, project=project, session=session, limit=max_sessions)
+    if current == LATEST:
+        current = rows[0]["session"] if rows else None
+    spans: list[R.PhaseSpan] = []
+    for row in sorted(rows, key=lambda r: r["first_ts"] or 0):
+        sw = queries.phase_switches(conn, project=None, session=row["session"], limit=200)
+        end = None if row["session"] == current and row["ended_ts"] is None else (row["ended_ts"] or row["last_ts"])
+        spans += _session_spans(row["session"], sw, row["phase"], row["first_ts"], end)
+    return sorted(spans, key=lambda x: x.start)
+
+
 def _session_start_rows(project: str, session: str, source: str, archived: list[int],
                         conn: sqlite3.Connection) -> dict[str, Any]:
-    scope_session = None if source == "clear" else session
-    switches = queries.phase_switches(conn, project=project, session=scope_session, limit=12)
+    timeline: list[R.PhaseSpan] = []
+    timeline_session = ""
+    if source != "clear":
+        timeline = _timeline(conn, project=None, session=session, current=session)
+        if source == "startup":
+            # A new session has one phase so far: where the project's last session went says more.
+            earlier = [r for r in queries.sessions(conn, project=project, limit=2) if r["session"] != session]
+            if earlier:
+                timeline = _timeline(conn, project=None, session=earlier[0]["session"], current=None)
+                timeline_session = earlier[0]["session"]
+            elif len(timeline) < 2:
+                timeline = []
     pending = queries.items(conn, project=project, kind="pending", status="open", limit=8)
     decisions = queries.items(conn, project=project, kind="decision", status=None, limit=5)
     arch = []
     if source == "compact" and archived:
         marks = ",".join("?" * len(archived))
+        kinds = sorted(str(k) for k in WINDOW_KINDS)
         rows = conn.execute(
-            f"SELECT id, kind, phase, ts, tool, file_path, priority FROM archive WHERE id IN ({marks})"
-            " ORDER BY priority DESC, id DESC", archived).fetchall()
-        arch = [dict(zip(("id", "kind", "phase", "ts", "tool", "file_path", "priority"), r, strict=True)) for r in rows]
+            f"SELECT id, kind, phase, ts, summary, priority FROM archive WHERE id IN ({marks})"
+            f" AND kind IN ({','.join('?' * len(kinds))}) ORDER BY priority DESC, id DESC",
+            (*archived, *kinds)).fetchall()
+        arch = [dict(zip(("id", "kind", "phase", "ts", "summary", "priority"), r, strict=True)) for r in rows]
+        for a in arch:
+            a["summary"] = _L2_TRAILER.sub("", a["summary"] or "")  # the list names the id itself
     return {
-        "switches": switches, "pending": pending, "decisions": decisions, "archived": arch,
-        "decisions_count": queries.count_items(conn, project=project, kind="decision"),
+        "timeline": timeline, "timeline_session": timeline_session, "pending": pending, "decisions": decisions,
+        "archived": arch, "decisions_count": queries.count_items(conn, project=project, kind="decision"),
         "lessons_count": conn.execute("SELECT count(*) FROM lessons WHERE project = ?", (project,)).fetchone()[0],
     }
+
+
+def _phase_page(project: str | None, session: str | None, phase: str, conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """The newest hand-off page (L3) written for ``phase`` in the project (or session): id, path, text."""
+    where, args = ["l.path LIKE ?"], [f"%/phase-%-{phase}.md"]
+    if project is not None:
+        where.append("l.project = ?")
+        args.append(project)
+    if session is not None:
+        where.append("l.session = ?")
+        args.append(session)
+    row = conn.execute(
+        "SELECT a.id, l.path, a.text, l.session, l.project, l.ts FROM ledgers l JOIN archive a ON a.id = l.archive_id"
+        f" WHERE {' AND '.join(where)} ORDER BY l.ts DESC, a.id DESC LIMIT 1", args).fetchone()
+    return None if row is None else dict(zip(("id", "path", "text", "session", "project", "ts"), row, strict=True))

@@ -8,8 +8,9 @@ Rules:
   re-read from disk, recent files, skills within 5k/25k) and what ctxlifed already injected at
   SessionStart(compact) count as carried, so nothing is delivered twice.
 - Only lost items are re-injected, as PostCompact's plain-text stdout (the route that reaches the
-  next model request; JSON ``additionalContext`` is rejected there), under a cap; delivered ids are
-  remembered for the session and never delivered again.
+  next model request; JSON ``additionalContext`` is rejected there), under a cap; delivered ids (by
+  the re-injection, or by our SessionStart(compact) text) are remembered for the session and never
+  delivered again.
 - One report per compaction (pre/post tokens, archived, kept, lost, re-injected), kept in the store.
 """
 
@@ -27,6 +28,7 @@ from ..core import mustsurvive as MS
 from ..core import survival as SV
 from ..core.events import s
 from ..core.model import estimate_tokens
+from ..runtime.ctl import ctl_command
 from ..store import queries
 
 if TYPE_CHECKING:
@@ -114,9 +116,13 @@ async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], 
         await record_must_survive(svc, st, now)
         items = list(st.must_survive)
     sim = simulate(st)
-    kept, lost = MS.diff(items, summary, _reattached(st, sim), st.delivered)
-    plan = MS.plan_reinjection(lost, REINJECT_CAP_TOKENS)
-    st.delivered = (st.delivered + plan.ids)[-MAX_DELIVERED:]
+    reattached = _reattached(st, sim)
+    kept, lost = MS.diff(items, summary, reattached, st.delivered)
+    plan = MS.plan_reinjection(lost, REINJECT_CAP_TOKENS, ctl=ctl_command())
+    # Items our SessionStart(compact) text carried were delivered by it, as the re-injection would have.
+    without_ours = msgspec.structs.replace(reattached, injected_text="")
+    ours = [i.id for i in kept if reattached.injected_text and not MS.carried(i, summary, without_ours)]
+    st.delivered = list(dict.fromkeys(st.delivered + ours + plan.ids))[-MAX_DELIVERED:]
     report = MS.compaction_report(
         ts=now, trigger=s(payload.get("trigger")) or None, pre_tokens=st.pre_compact_tokens, post_tokens=None,
         archived=len(st.last_archived), kept=kept, lost=lost, reinjected=plan.ids,
@@ -125,7 +131,7 @@ async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], 
     st.must_survive = []
     if plan.text:
         st.acc = A.note_injected(st.acc, plan.text, now)
-        st.ledger_tokens += estimate_tokens(plan.text)
+        st.note_injected(estimate_tokens(plan.text))
     return plan.text
 
 

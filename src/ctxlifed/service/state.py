@@ -49,11 +49,21 @@ class SessionState(msgspec.Struct, kw_only=True):
     delivered: list[str] = msgspec.field(default_factory=list)  # must-survive ids re-injected already
     pre_compact_tokens: int | None = None
     compact_injected: str | None = None  # our SessionStart(compact) text, carried by definition
+    last_briefing: str = ""  # our SessionStart texts the context still holds (bounded): a resume gets the rest
     last_report_id: int = 0  # compaction report waiting for the boundary's post tokens
     lessons: Tracker = msgspec.field(default_factory=Tracker)  # open failures, signatures hinted
     tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None
+
+    def note_injected(self, tokens: int) -> None:
+        """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it
+        until the next usage figure (which includes it) replaces the estimate. The Working zone is
+        unchanged, so a figure stated in that text still equals what ``status`` says after it."""
+        self.ledger_tokens += tokens
+        if self.context_tokens is not None:
+            self.context_tokens += tokens
+            self.estimated = True
 
     def note_file(self, path: str) -> None:
         if path in self.files_touched:

@@ -1,0 +1,244 @@
+"""Every word ctxlifed says, checked: a scripted multi-phase session (English and Chinese) through a
+real daemon; every text it returns (additionalContext, systemMessage, PostCompact stdout, and the
+``status`` output) is collected and checked against its sources:
+
+- every percentage and token figure equals the one ``status --json`` holds at that moment;
+- every ``#N`` resolves with ``recall --id N``;
+- every ``ctxlifectl`` command named starts with ``ctl_command()``'s absolute path, which exists;
+- no line of a briefing repeats in a later one while the context still holds the first
+  (a compaction or /clear starts the context afresh);
+- the timeline keeps the first phase; a new session's briefing gives the decisions' text and the
+  previous session's timeline; ``phase:<p>`` answers with that phase's hand-off page first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ctxlifed.core import figures as F
+from ctxlifed.runtime.ctl import ctl_command
+from test_engine import Session, eventually, ledgers
+
+SID_A = "aaaa0000-1111-2222-3333-444444444444"
+SID_B = "bbbb0000-1111-2222-3333-444444444444"
+
+SCRIPTS = {
+    "en": {
+        "plan": "Plan the CSV importer. We decided to use a streaming parser for large files. "
+                "TODO: handle quoted newlines. The importer must never drop rows.",
+        "implement": "Looks good, let's implement it.",
+        "decision_words": "streaming parser",
+        "more": "continue with the error handling",
+    },
+    "zh": {
+        "plan": "规划一下 CSV 导入器。我们决定采用流式解析器处理大文件。待办：处理带引号的换行。导入器必须不丢行。",
+        "implement": "好的，开始实现吧。",
+        "decision_words": "流式解析器",
+        "more": "继续处理错误",
+    },
+}
+
+PCT = re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d)?)%")
+TOKENS_AWAY = re.compile(r"([\d,]+) tokens away")
+IDS = re.compile(r"(?<![\w/])#(\d+)\b")
+CTL = re.compile(r"([^\s(`]*)ctxlifectl\b")
+
+
+@dataclass
+class Said:
+    """One text ctxlifed returned, with the status it must agree with."""
+
+    where: str
+    text: str
+    status: dict[str, Any]
+    epoch: int  # which context it entered: a compaction or /clear starts a new one
+    briefing: bool = False
+
+
+@dataclass
+class Transcript:
+    session: Session
+    said: list[Said] = field(default_factory=list)
+    epoch: int = 0
+
+    def status(self) -> dict[str, Any]:
+        return self.session.status()
+
+    def hook(self, event: str, **kw: Any) -> dict[str, Any]:
+        out = self.session.hook(event, **kw)
+        self.note(event, out)
+        return out
+
+    def note(self, event: str, out: dict[str, Any]) -> None:
+        st = self.status()
+        ctx = (out.get("hookSpecificOutput") or {}).get("additionalContext", "")
+        if ctx:
+            self.said.append(Said(f"{event}.additionalContext", ctx, st, self.epoch, briefing=event == "SessionStart"))
+        if out.get("systemMessage"):
+            self.said.append(Said(f"{event}.systemMessage", out["systemMessage"], st, self.epoch))
+
+    def post_compact(self, summary: str) -> str:
+        r = self.session.d.call("hook", self.session.base("PostCompact", trigger="manual", compact_summary=summary))
+        if r["stdout"]:
+            self.said.append(Said("PostCompact.stdout", r["stdout"], self.status(), self.epoch))
+        return r["stdout"]
+
+    def cli_status(self) -> str:
+        env = dict(os.environ, CTXLIFED_SOCKET=self.session.d.socket)
+        out = subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", "status", "--session", self.session.sid],
+                             env=env, capture_output=True, text=True, check=True, timeout=30).stdout
+        self.said.append(Said("status", out, self.status(), self.epoch))
+        return out
+
+
+def boundary(s: Session, pre: int, post: int) -> None:
+    """Claude Code's compact boundary and summary, as they land in the transcript."""
+    s.n += 1
+    recs = [
+        {"type": "system", "subtype": "compact_boundary", "uuid": f"b{s.n}", "timestamp": "2026-11-29T11:00:00.000Z",
+         "compactMetadata": {"trigger": "manual", "preTokens": pre, "postTokens": post}},
+        {"type": "user", "uuid": f"s{s.n}", "timestamp": "2026-11-29T11:00:01.000Z", "isCompactSummary": True,
+         "message": {"role": "user", "content": "Summary: the CSV importer is being implemented."}},
+    ]
+    with open(s.transcript, "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in recs)
+
+
+def figures(st: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The percentages and token counts ``status --json`` holds, as ctxlifed formats them."""
+    pcts = {F.percent(st["working_pct"])} | {F.percent(z["pct"]) for z in st.get("zones") or []}
+    toks = {F.tokens(st[k]) for k in ("tokens_to_autocompact", "autocompact_at", "context_tokens", "window")
+            if st.get(k) is not None}
+    toks |= {F.tokens(z[k]) for z in st.get("zones") or [] for k in ("used", "capacity")}
+    return pcts, toks
+
+
+def run_script(daemon: Any, lang: str) -> tuple[Transcript, Transcript]:
+    sc = SCRIPTS[lang]
+    a = Transcript(Session(daemon, sid=SID_A))
+    s = a.session
+    s.usage(30_000)
+    a.hook("SessionStart", source="startup")
+    a.hook("UserPromptSubmit", prompt=sc["plan"])
+    for f in ("reader.py", "schema.py"):
+        a.hook("PostToolUse", tool_name="Read", tool_input={"file_path": str(s.project / f)},
+               tool_response={"file": {"content": "x = 1"}}, tool_use_id=f"toolu_r{f}")
+    a.hook("UserPromptSubmit", prompt=sc["implement"])
+    a.hook("PostToolUse", tool_name="Edit", tool_input={"file_path": str(s.project / "importer.py"),
+           "old_string": "a", "new_string": "parser = StreamingParser()"}, tool_response={}, tool_use_id="toolu_e1")
+    a.hook("PostToolUseFailure", tool_name="Bash", tool_input={"command": "pytest -q tests/test_importer.py"},
+           error="Exit code 1\nFAILED tests/test_importer.py::test_quoted_newline - AssertionError\n1 failed",
+           tool_use_id="toolu_t1")
+    s.usage(30_000 + 100_000)  # Working ≈ 77 % of 130,000: level L1→L2
+    a.hook("UserPromptSubmit", prompt=sc["more"])
+    s.status()  # reads wait for the derivation: the advice is queued
+    a.hook("Stop", stop_hook_active=False)
+    a.cli_status()
+    # A manual compaction: PreCompact, the boundary in the transcript, SessionStart(compact), PostCompact.
+    a.hook("PreCompact", trigger="manual", custom_instructions="")
+    boundary(s, pre=130_050, post=12_000)
+    a.epoch += 1
+    a.hook("SessionStart", source="compact")
+    a.post_compact("Summary: the CSV importer is being implemented.")
+    a.cli_status()
+    # Two resumes: the context still holds the compact briefing.
+    a.hook("SessionStart", source="resume")
+    a.hook("SessionStart", source="resume")
+    a.hook("SessionEnd", reason="other")
+    eventually(lambda: len(ledgers(s.project, SID_A)) >= 2)
+    # A new session of the same project.
+    b = Transcript(Session(daemon, sid=SID_B))
+    b.session.usage(30_000)
+    b.hook("SessionStart", source="startup")
+    return a, b
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_rendered_word_is_right(daemon: Any, lang: str) -> None:
+    a, b = run_script(daemon, lang)
+    said = a.said + b.said
+    assert {x.where for x in said} >= {"SessionStart.additionalContext", "Stop.systemMessage", "status"}
+    ctl = ctl_command()
+    assert os.path.isabs(ctl) and os.access(ctl, os.X_OK)
+    for x in said:
+        pcts, toks = figures(x.status)
+        for m in PCT.finditer(x.text):
+            assert f"{m.group(1)}%" in pcts, (x.where, m.group(0), sorted(pcts), x.text)
+        for m in TOKENS_AWAY.finditer(x.text):
+            assert m.group(1) in toks, (x.where, m.group(0), x.text)
+        for m in CTL.finditer(x.text):
+            if x.where == "status":
+                continue  # for the user at their own shell (the bare name is right there)
+            assert m.group(1) + "ctxlifectl" == ctl, (x.where, m.group(0), x.text)
+        if x.where != "status":
+            for m in IDS.finditer(x.text):
+                assert a.session.recall("", id=int(m.group(1)))["text"], (x.where, m.group(0))
+
+
+def test_status_figures_equal_status_json(daemon: Any) -> None:
+    """``ctxlifectl status`` prints each figure of ``status --json`` through the same formatting."""
+    a, _b = run_script(daemon, "en")
+    for x in (y for y in a.said if y.where == "status"):
+        st = x.status
+        assert f"(Working {F.percent(st['working_pct'])})" in x.text
+        assert f"{F.tokens(st['tokens_to_autocompact'])} tokens away" in x.text
+        for z in st["zones"]:
+            assert f"{F.tokens(z['used'])} / " in x.text and F.percent(z["pct"]) in x.text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_briefings_never_repeat_within_a_context(daemon: Any, lang: str) -> None:
+    a, _b = run_script(daemon, lang)
+    briefs = [x for x in a.said if x.briefing]
+    seen: dict[int, set[str]] = {}
+    for x in briefs:
+        held = seen.setdefault(x.epoch, set())
+        lines = {ln for ln in x.text.splitlines() if len(ln) > 12}
+        assert not (lines & held), (x.where, sorted(lines & held))
+        held |= lines
+    resumes = [x for x in briefs if x.epoch == 1 and "resumed" in x.text or "changed since" in x.text]
+    assert len(resumes) <= 1  # the second resume had nothing new to say
+
+
+def test_compact_briefing_lists_window_content_with_figures_after_the_boundary(daemon: Any) -> None:
+    a, _b = run_script(daemon, "en")
+    compact = next(x for x in a.said if x.where == "SessionStart.additionalContext" and "was compacted" in x.text)
+    listed = [ln for ln in compact.text.splitlines() if re.match(r"- #\d+", ln)]
+    assert listed
+    for ln in listed:
+        item = a.session.recall("", id=int(re.match(r"- #(\d+)", ln).group(1)))["hits"][0]
+        assert item["kind"] in ("prompt", "assistant", "thinking", "tool", "code_change", "error", "test_result")
+        assert "(see recall --id)" not in ln and ln.split("] ", 1)[-1].strip()
+    # After the boundary the context is the summary plus the fixed part (system prompt, tools).
+    st = compact.status
+    ledger = next(z["used"] for z in st["zones"] if z["name"] == "Ledger")  # the briefing itself
+    assert st["context_tokens"] - ledger == 12_000 + 30_000
+    assert f"Working zone: {F.percent(st['working_pct'])} used" in compact.text and st["working_pct"] > 0
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_new_session_gets_decisions_and_the_whole_timeline(daemon: Any, lang: str) -> None:
+    _a, b = run_script(daemon, lang)
+    ctx = next(x.text for x in b.said if x.briefing)
+    assert SCRIPTS[lang]["decision_words"] in ctx
+    tl = next(ln for ln in ctx.splitlines() if ln.startswith("Phase timeline"))
+    assert "planning" in tl and "implementation" in tl and tl.index("planning") < tl.index("implementation")
+    md = b.session.recall("timeline", session=SID_A)["markdown"]
+    assert "1. planning" in md and "implementation" in md
+
+
+def test_phase_recall_gives_the_hand_off_page_first(daemon: Any) -> None:
+    a, _b = run_script(daemon, "en")
+    r = a.session.recall("phase:planning")
+    first = r["markdown"].splitlines()[0]
+    assert first.startswith("**Hand-off page** #") and "phase-1-planning.md" in first
+    assert "# Phase 1 — planning" in r["markdown"]
+    assert r["hits"][0]["kind"] == "ledger" and a.session.recall("", id=r["hits"][0]["id"])["text"]
