@@ -26,6 +26,7 @@ import msgspec
 
 from ..core import lessons as LS
 from ..core.model import Kind
+from ..runtime.ctl import ctl_command
 from ..store import ops
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ async def hint_for(svc: Service, st: SessionState, ev: LS.Ev | None) -> str:
         return ""
     known, aid = found
     st.lessons, hint = LS.hint_for(st.lessons, ev, {sig: known},  # '' if hinted meanwhile
-                                   recall_ids={sig: aid} if aid is not None else None)
+                                   recall_ids={sig: aid} if aid is not None else None, ctl=ctl_command())
     return hint
 
 
