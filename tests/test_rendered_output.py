@@ -242,3 +242,29 @@ def test_phase_recall_gives_the_hand_off_page_first(daemon: Any) -> None:
     assert first.startswith("**Hand-off page** #") and "phase-1-planning.md" in first
     assert "# Phase 1 — planning" in r["markdown"]
     assert r["hits"][0]["kind"] == "ledger" and a.session.recall("", id=r["hits"][0]["id"])["text"]
+
+
+RUNNABLE = re.compile(r"([^\s(`]*ctxlifectl(?: [^`\n;)]*)?)")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_command_named_runs_as_written(daemon: Any, lang: str) -> None:
+    """Each concrete ``ctxlifectl …`` command the model is shown runs, exit 0, from a shell whose PATH
+    holds no ctxlifectl (Claude Code's environment after ``make run`` + ``.venv/bin/ctxlifectl install``)."""
+    a, b = run_script(daemon, lang)
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
+           "CTXLIFED_SOCKET": a.session.d.socket}
+    ran = 0
+    for x in a.said + b.said:
+        if x.where == "status":
+            continue
+        for m in RUNNABLE.finditer(x.text):
+            cmd = m.group(1).rstrip(".,:")
+            if any(c in cmd for c in "<>…|"):
+                continue  # a pattern with placeholders (`recall --id <id>`), not a command
+            r = subprocess.run(cmd, shell=True, env=env, cwd=a.session.project, capture_output=True, text=True,
+                               timeout=60, check=False)
+            assert r.returncode == 0, (x.where, cmd, r.stdout[-500:], r.stderr[-500:])
+            assert "command not found" not in r.stderr and "No archived context matches" not in r.stdout, (cmd, r.stdout)
+            ran += 1
+    assert ran >= 1
