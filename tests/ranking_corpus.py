@@ -45,6 +45,7 @@ QUERIES: list[tuple[str, str, str]] = [
     ("Redis session store", "decision", "switched the session store to Postgres"),
     ("LockTimeout", "code_change", LOCK_CODE),
     ("lock timeout", "code_change", LOCK_CODE),
+    ("timeout pool", "code_change", LOCK_CODE),
     ("pool size", "code_change", POOL_CONFIG),
     ("db.pool.size", "code_change", POOL_CONFIG),
     ("password authentication", "error", PSQL_ERROR),
@@ -78,7 +79,7 @@ class Writer:
     def tool(self, name: str, tool_input: dict[str, Any], response: Any) -> None:
         self.n += 1
         self.hook("PostToolUse", tool_name=name, tool_input=tool_input, tool_response=response,
-                  tool_use_id=f"toolu_{self.sid[:6]}_{self.n:04d}")
+                  tool_use_id=f"toolu_{self.sid[-8:]}_{self.n:04d}")
 
     def bash(self, command: str, stdout: str, stderr: str = "") -> None:
         self.tool("Bash", {"command": command}, {"stdout": stdout, "stderr": stderr, "interrupted": False})
@@ -86,7 +87,7 @@ class Writer:
     def fail(self, name: str, tool_input: dict[str, Any], error: str) -> None:
         self.n += 1
         self.hook("PostToolUseFailure", tool_name=name, tool_input=tool_input, error=error,
-                  tool_use_id=f"toolu_{self.sid[:6]}_{self.n:04d}")
+                  tool_use_id=f"toolu_{self.sid[-8:]}_{self.n:04d}")
 
     def edit(self, rel: str, old: str, new: str) -> None:
         self.tool("Edit", {"file_path": str(self.project / rel), "old_string": old, "new_string": new},
@@ -155,6 +156,8 @@ def build(call: Call, root: Path) -> tuple[Path, int]:
     s.bash("grep -rn LockTimeout src/", "src/shop/db/pool.py:1:class LockTimeout(Exception):\n"
            "src/shop/db/pool.py:9:            raise LockTimeout(deadline)")
     s.say("Added LockTimeout to the pool; acquire raises it when the deadline passes.")
+    s.say("Postgres has its own lock_timeout setting; that lock timeout is separate from the pool "
+          "deadline and stays at its default.")
     s.edit("config/app.properties", "db.pool.size=5\n", f"{POOL_CONFIG}\ndb.pool.recycle=3600\n")
     s.say("I raised the pool size to 20 because the checkout tests were timing out waiting for a "
           "connection. The pool size can go back down once the slow query is fixed.")

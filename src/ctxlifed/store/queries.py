@@ -58,6 +58,7 @@ import re
 import sqlite3
 from typing import Any
 
+from ..core import recall_rank as RR
 from ..core.recall_query import fts_match_expression, needs_substring_fallback
 from . import backlog
 
@@ -323,6 +324,133 @@ def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: li
         f" WHERE {table} MATCH ?{span} AND {where}{extra} LIMIT {cap})", (expr, *args, *extra_args)).fetchone()[0]
 
 
+# --------------------------------------------------------------------------- ranking (see the module rules)
+
+RANK_LOOKUPS = 80  # assistant / fact hits checked for an echo by a lookup, best first
+TURN_SPAN = 500  # ids before an assistant row searched for the prompt or Bash call of its turn
+FACT_SPAN = 64  # ids before a fact searched for the prompt / assistant text it was found in
+LATER_DECISIONS = 100  # newest later decisions of a project a decision hit is compared with
+HEAD_CHARS = 600  # start of a text read to classify a hit (rows up to HEAD_FULL characters)
+HEAD_FULL = 8192
+_HEAD = f"CASE WHEN a.chars <= {HEAD_FULL} THEN substr(a.text, 1, {HEAD_CHARS}) ELSE a.summary END"
+_FACTS = ("decision", "constraint", "pending")
+
+
+def _features(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple]:
+    """id -> (kind, tool, session, project, event_id, summary, head, priority) of the given rows."""
+    out: dict[int, tuple] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        for r in conn.execute(f"SELECT a.id, a.kind, a.tool, a.session, a.project, a.event_id, a.summary, {_HEAD}, a.priority"
+                              f" FROM archive a WHERE a.id IN ({','.join('?' * len(chunk))})", chunk):
+            out[r[0]] = r[1:]
+    return out
+
+
+def _turn_recalled(conn: sqlite3.Connection, session: str, aid: int) -> bool:
+    """Whether the nearest prompt or Bash call before row ``aid`` in its session is a recall."""
+    r = conn.execute(f"SELECT a.kind, a.tool, {_HEAD} FROM archive a WHERE a.session = ? AND a.id < ? AND a.id >= ?"
+                     " AND (a.kind = 'prompt' OR a.tool = 'Bash') ORDER BY a.id DESC LIMIT 1",
+                     (session, aid, aid - TURN_SPAN)).fetchone()
+    return r is not None and RR.is_recall_text(r[0], r[1], r[2] or "")
+
+
+def _fact_echo(conn: sqlite3.Connection, session: str, aid: int, event_id: int | None) -> bool:
+    """Whether the fact ``aid`` was found in an echo: a prompt or assistant text of its event."""
+    if event_id is None:
+        return False
+    for sid, kind, tool, head in conn.execute(
+            f"SELECT a.id, a.kind, a.tool, {_HEAD} FROM archive a WHERE a.session = ? AND a.id < ? AND a.id >= ?"
+            " AND a.event_id = ? AND a.kind IN ('prompt', 'assistant')", (session, aid, aid - FACT_SPAN, event_id)):
+        if RR.is_echo(kind, tool, head or "") or (kind == "assistant" and _turn_recalled(conn, session, sid)):
+            return True
+    return False
+
+
+def _superseding(conn: sqlite3.Connection, decisions: list[tuple[int, str, str]]) -> dict[int, int]:
+    """old id -> id of the later decision of its project that supersedes it, for the given
+    (id, project, text) decision hits. Later decisions found in an echo supersede nothing."""
+    out: dict[int, int] = {}
+    by_project: dict[str, list[tuple[int, str]]] = {}
+    for aid, project, text in decisions:
+        by_project.setdefault(project, []).append((aid, text))
+    for project, olds in by_project.items():
+        later = conn.execute(
+            "SELECT a.id, a.session, a.event_id, a.text FROM archive a WHERE a.project = ? AND a.kind = 'decision'"
+            f" AND a.id > ? ORDER BY a.id DESC LIMIT {LATER_DECISIONS}", (project, min(i for i, _t in olds))).fetchall()
+        topics = [(lid, ls, le, RR.topic_words(lt)) for lid, ls, le, lt in later]
+        echo: dict[int, bool] = {}
+        for aid, text in olds:
+            old = RR.topic_words(text)
+            for lid, ls, le, new in reversed(topics):  # the first later decision that replaced it
+                if lid > aid and RR.supersedes(old, new):
+                    if lid not in echo:
+                        echo[lid] = _fact_echo(conn, ls, lid, le)
+                    if not echo[lid]:
+                        out[aid] = lid
+                        break
+    return out
+
+
+def _rank(conn: sqlite3.Connection, rows: list[tuple[int, float, int | None]], limit: int, base: float,
+          notes: dict[int, dict[str, Any]]) -> list[tuple[int, float]]:
+    """(id, score) best first for (id, text relevance >= 0, priority or None: the stored one)
+    candidates: relevance times the
+    kind weight, echoes after all content, a superseded decision below its replacement, then
+    priority, then recency. Marks echoes and superseded decisions in ``notes``."""
+    if not rows:
+        return []
+    feats = _features(conn, [r[0] for r in rows])
+    cand: list[list[Any]] = []  # [id, score, priority, echo, features]
+    for aid, rel, prio in rows:
+        f = feats.get(aid)
+        if f is None:
+            continue
+        kind, tool, _session, _project, _eid, summary, head, stored = f
+        head = head or summary or ""
+        cand.append([aid, rel * RR.weight(kind, summary or head), stored if prio is None else prio,
+                     RR.is_echo(kind, tool, head), f])
+
+    def order() -> None:
+        cand.sort(key=lambda c: (c[3], -c[1], -c[2], -c[0]))
+
+    order()
+    # Echoes that need a lookup (assistant text of a recall turn, facts found in echoes): checked
+    # best first until `limit` content rows are confirmed (rows below them cannot pass them).
+    confirmed = looked = 0
+    for c in cand:
+        if confirmed >= limit or looked >= RANK_LOOKUPS:
+            break
+        if c[3]:
+            continue
+        kind, _tool, session, _project, eid = c[4][:5]
+        if kind == "assistant" or kind in _FACTS:
+            looked += 1
+            c[3] = (_turn_recalled(conn, session, c[0]) if kind == "assistant"
+                    else _fact_echo(conn, session, c[0], eid))
+            if c[3]:
+                continue
+        confirmed += 1
+    order()
+    decisions = [c for c in cand[: 2 * limit] if not c[3] and c[4][0] == "decision"]
+    if decisions:
+        texts = dict(conn.execute(f"SELECT id, text FROM archive WHERE id IN ({','.join('?' * len(decisions))})",
+                                  [c[0] for c in decisions]).fetchall())
+        sup = _superseding(conn, [(c[0], c[4][3], texts.get(c[0], "")) for c in decisions])
+        score = {c[0]: c for c in cand}
+        for c in sorted((c for c in decisions if c[0] in sup), key=lambda c: -c[0]):
+            new = score.get(sup[c[0]])
+            c[1] /= RR.FACT_WEIGHT  # a superseded decision weighs as chatter
+            if new is not None and not new[3]:
+                c[1] = min(c[1], new[1] - 1e-6)
+            notes.setdefault(c[0], {})["superseded_by"] = sup[c[0]]
+        order()
+    for c in cand:
+        if c[3]:
+            notes.setdefault(c[0], {})["echo"] = True
+    return [(c[0], (0.0 if c[3] else base) + c[1]) for c in cand]
+
+
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -459,6 +587,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
 
     scores: dict[int, float] = {}
     order: list[int] = []
+    notes: dict[int, dict[str, Any]] = {}  # echo / superseded_by, from _rank
     total = 0
 
     def take(ids_scores: list[tuple[int, float]]) -> None:
@@ -474,25 +603,24 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
         if not cjk:
             win, match, covered = _word_window(conn, long_terms, (project, session, phase, kinds), where, args,
                                                extra, extra_args)
-            win.sort(key=lambda r: (r[1], -r[2], -r[0]))
-            take([(r[0], 100.0 - r[1]) for r in win[:limit]])
+            take(_rank(conn, [(i, -bm, p) for i, bm, p in win], limit, 100.0, notes)[:limit])
             if match:
                 total = _count(conn, "archive_fts", match, where, args, extra, extra_args, len(win),
                                join=bool(extra) or not covered, below=min(r[0] for r in win) if win else 0)
         if trigram and len(order) < limit and all(len(t) >= 3 for t in long_terms):
             # Rows not in the trigram index yet (backlog.py): the newest, so first, by substring.
             pend = backlog.pending_matches(conn, long_terms, where, args, extra, extra_args, limit)
-            take([(i, 50.0) for i in pend])
+            take(_rank(conn, [(i, 1.0, None) for i in pend], limit, 50.0, notes))
             if cjk:  # the trigram index is the primary index for CJK: ranked like the word index
                 win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
-                win.sort(key=lambda r: (r[1], -r[0]))
-                take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
+                take(_rank(conn, [(i, -bm, p) for i, bm, p in win], limit, 50.0, notes)[: limit + len(order)])
                 total = max(total, len(pend) + _count(conn, "archive_tri", expr, where, args, extra, extra_args,
                                                       len(win)))
             elif pend or not _no_substring_match(conn, long_terms, project, session):
                 # substrings of words the word index did not match: the newest rows, newest first
                 ids = _substring_window(conn, expr, where, args, extra, extra_args)
-                take([(i, 50.0) for i in ids[: limit + len(order)]])
+                take(_rank(conn, [(i, 1.0, None) for i in ids[:RANK_WINDOW]], limit, 50.0,
+                           notes)[: limit + len(order)])
                 if not total:
                     total = min(len(pend) + len(ids), TOTAL_CAP)
         if len(order) < limit and (not trigram or any(len(t) < 3 for t in long_terms)):
@@ -502,11 +630,11 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
                 f"SELECT a.id FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
                 f" WHERE {sub}{extra} ORDER BY a.id DESC LIMIT ?",
                 (*args, *long_terms, *extra_args, limit)).fetchall()
-            take([(r[0], 10.0) for r in rows])
+            take(_rank(conn, [(r[0], 1.0, None) for r in rows], limit, 10.0, notes))
             total = max(total, len(order))
     elif short:
         cands = _short_candidates(conn, short, where, args, trigram)
-        take([(i, 10.0) for i, _p in cands[:limit]])
+        take(_rank(conn, [(i, 1.0, p) for i, p in cands[:RANK_WINDOW]], limit, 10.0, notes)[:limit])
         total = min(len(cands), TOTAL_CAP)
     else:  # nothing searchable (punctuation only): the newest rows by priority, as a listing
         rows = conn.execute(
@@ -514,12 +642,18 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             f" ORDER BY a.priority DESC, a.id DESC LIMIT ?", (*args, limit)).fetchall()
         take([(r[0], 10.0) for r in rows])
         total = len(order)
+    order.sort(key=lambda i: bool(notes.get(i, {}).get("echo")))  # echoes after content, whatever the path
     ids = order[:limit]
     got = {}
     if ids:
         marks = ",".join("?" * len(ids))
         got = {r[0]: r for r in conn.execute(f"SELECT {_COLS} FROM archive a WHERE a.id IN ({marks})", ids)}
     result = [_row(got[i], scores[i]) for i in ids if i in got]
+    for h in result:
+        later = notes.get(h["id"], {}).get("superseded_by")
+        if later is not None:
+            h["superseded_by"] = later
+            h["summary"] = f"(superseded by #{later}) {h['summary']}"
     first = terms[0]
     for h in result:
         h["window"] = window(conn, h["id"], first)
