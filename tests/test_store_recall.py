@@ -86,11 +86,11 @@ def _search(conn: sqlite3.Connection, words: tuple[str, ...] = (), phrases: tupl
 
 
 def test_migration_0006_rebuilds_the_word_index_of_an_old_store(corpus) -> None:
-    """An old store gains the tags column; rows from before and after the migration are indexed,
-    and the index matches its content (integrity-check)."""
+    """An old store gains the tags column (and, with 0011, the identifier words); rows from before
+    and after the migration are indexed, and the index matches its content (integrity-check)."""
     conn = corpus
     cols = [r[1] for r in conn.execute("PRAGMA table_info(archive_fts)")]
-    assert cols == ["text", "summary", "tags"]
+    assert cols == ["text", "summary", "idents", "tags"]
     conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('integrity-check')")
     hits, total = _search(conn, ("alpha",), project="/p", phase="testing")
     assert {h["id"] for h in hits} == set(_brute(conn, "alpha", project="/p", phase="testing"))

@@ -31,6 +31,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -122,6 +123,7 @@ _STOP_CJK = frozenset({"我们", "决定", "使用", "采用", "选用", "选择
                        "现在", "之前", "以后", "一个", "这个", "那个", "作为"})
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_words(text: str) -> frozenset[str]:
     """Topic words of a decision (see the module rules)."""
     out: set[str] = set()

@@ -10,7 +10,9 @@ Rules:
   matches the result is exactly "all matches ranked"; above it, older matches are reached by a
   more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP`` (counted on from
   the window's oldest id, not again from the top).
-- Word index (schema 0006): user terms match the ``text`` and ``summary`` columns only; the
+- Word index (schema 0006, 0011): user terms match the ``text``, ``summary`` and ``idents`` (words
+  of mixed-case identifiers) columns only, an identifier term also as its words
+  (``fts_term_expression``); the
   ``tags`` column holds one token per project, session, phase and kind (``tag_token``), so filters
   are intersected inside the index instead of by visiting every term match. A filter held by more
   than ``TAG_DENSE`` of the newest rows is left to the join (decoding its long doclist costs more
@@ -59,7 +61,7 @@ import sqlite3
 from typing import Any
 
 from ..core import recall_rank as RR
-from ..core.recall_query import fts_match_expression, needs_substring_fallback
+from ..core.recall_query import fts_match_expression, fts_term_expression, needs_substring_fallback
 from . import backlog
 
 SCAN_CAP = 200_000  # rows examined by a substring scan without an index, newest first
@@ -74,6 +76,7 @@ BM25_BUDGET = 80_000  # term matches FTS5's bm25() may read for its IDF (~2 ms; 
 PHRASE_COST = 8  # times: its matches are checked against positions)
 K1, B = 1.2, 0.75  # bm25 parameters (FTS5's)
 WINDOW = 360
+_WORD_COLS = "text summary idents"  # the word index's columns user terms match (not ``tags``)
 _VOCAB = "temp.ctxlifed_tri_vocab"
 
 
@@ -229,7 +232,7 @@ def _doc_freqs(conn: sqlite3.Connection, term_exprs: list[str], top: int) -> lis
     the id span it covered (ids are dense)."""
     out = []
     for te in term_exprs:
-        cnt, low = _walk(conn, f"{{text summary}} : ({te})")
+        cnt, low = _walk(conn, f"{{{_WORD_COLS}}} : ({te})")
         if cnt < DF_WALK:
             out.append((float(cnt), True))
         else:
@@ -241,10 +244,10 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
                  args: list[Any], extra: str, extra_args: list[Any]) -> tuple[list[tuple[int, float, int]], str, bool]:
     """(id, bm25, priority) of the newest RANK_WINDOW rows of the word index matching every term and
     the filters; the MATCH expression used; whether it applies every filter itself (tags)."""
-    term_exprs = list(dict.fromkeys(e for e in (fts_match_expression((t,), ()) for t in terms) if e))
+    term_exprs = list(dict.fromkeys(e for e in (fts_term_expression(t) for t in terms) if e))
     if not term_exprs:
         return [], "", False
-    words = f"{{text summary}} : ({' '.join(term_exprs)})"
+    words = f"{{{_WORD_COLS}}} : ({' '.join(term_exprs)})"
     top = conn.execute("SELECT max(rowid) FROM archive_fts_docsize").fetchone()[0] or 0
     dfs = _doc_freqs(conn, term_exprs, top)
     if all(exact for _df, exact in dfs):
@@ -273,7 +276,8 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     # Very common terms: bm25 computed here over the window (see the module rules).
     rows = conn.execute(
         "SELECT a.id, a.priority, highlight(archive_fts, 0, char(1), char(2)),"
-        " highlight(archive_fts, 1, char(1), char(2)), d.sz FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
+        " highlight(archive_fts, 1, char(1), char(2)) || ' ' || highlight(archive_fts, 2, char(1), char(2)),"
+        " d.sz FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
         " LEFT JOIN archive_fts_docsize d ON d.id = archive_fts.rowid"
         f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
         (match, *args, *extra_args)).fetchall()
@@ -329,10 +333,13 @@ def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: li
 RANK_LOOKUPS = 80  # assistant / fact hits checked for an echo by a lookup, best first
 TURN_SPAN = 500  # ids before an assistant row searched for the prompt or Bash call of its turn
 FACT_SPAN = 64  # ids before a fact searched for the prompt / assistant text it was found in
-LATER_DECISIONS = 100  # newest later decisions of a project a decision hit is compared with
+LATER_DECISIONS = 50  # newest later decisions of a project a decision hit is compared with
 HEAD_CHARS = 600  # start of a text read to classify a hit (rows up to HEAD_FULL characters)
 HEAD_FULL = 8192
-_HEAD = f"CASE WHEN a.chars <= {HEAD_FULL} THEN substr(a.text, 1, {HEAD_CHARS}) ELSE a.summary END"
+# The text's start is read only where echoes are told by it (prompts, assistant text, Bash calls);
+# the summary (its header names the kind, tool and command) stands in elsewhere.
+_HEAD = (f"CASE WHEN a.chars <= {HEAD_FULL} AND (a.kind IN ('prompt', 'assistant') OR a.tool = 'Bash')"
+         f" THEN substr(a.text, 1, {HEAD_CHARS}) ELSE a.summary END")
 _FACTS = ("decision", "constraint", "pending")
 
 
@@ -476,7 +483,7 @@ def _no_substring_match(conn: sqlite3.Connection, terms: tuple[str, ...], projec
         return False
     toks = [t for t in (project is not None and tag_token("p", project),
                         session is not None and tag_token("s", session)) if t]
-    match = f"{{text summary}} : ({fts_match_expression(tuple(inner), ())})"
+    match = f"{{{_WORD_COLS}}} : ({fts_match_expression(tuple(inner), ())})"
     if toks:
         match += " AND tags : (" + " AND ".join(f'"{t}"' for t in toks) + ")"
     return conn.execute("SELECT 1 FROM archive_fts WHERE archive_fts MATCH ? LIMIT 1", (match,)).fetchone() is None
