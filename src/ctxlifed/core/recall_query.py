@@ -10,6 +10,8 @@ Rules:
     ``type:<kind>`` / ``kind:<kind>``  a Kind value, its plural, or an alias (errors->error,
                         tests->test_result, decision(s)->decision, code->code_change, tool->tool,
                         summary->compact_summary, lesson(s)->lesson, …); unknown -> RecallQueryError.
+                        ``type:error`` also matches failed test runs (the store's rule); ``type:test``
+                        is test runs only.
     ``id:<n>`` / ``#<n>``  a positive integer that fits SQLite's int64; ``id:`` with anything else is
                         an error, while ``#word`` stays an ordinary word.
     ``session:<sid>``   a session id ([A-Za-z0-9_-]{1,128}); anything else -> RecallQueryError.

@@ -117,7 +117,7 @@ not but all any can will would should could may might must also then than there 
 because since until while about after before again just only very more most some such each both other same
 use used using uses decide decided decides deciding decision decisions chose choose chosen choice opted adopt
 adopted switch switched switching move moved migrate migrated change changed replace replaced revert reverted
-instead now let lets going keep kept want need make made get got set put new old
+instead now let lets going keep kept want need make made get got set put new old you they them she his her
 """.split())
 _STOP_CJK = frozenset({"我们", "决定", "使用", "采用", "选用", "选择", "改用", "改成", "换成", "改为", "切换", "迁移",
                        "现在", "之前", "以后", "一个", "这个", "那个", "作为"})

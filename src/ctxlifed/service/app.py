@@ -736,12 +736,13 @@ class Service:
             snip = SUM.snippet(h.get("window", ""), terms) if terms else ""
             views.append(M.RecallHitView(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"],
                                          kind=h["kind"], phase=h["phase"], tool=h["tool"], summary=h["summary"],
-                                         snippet=snip, score=round(float(h["score"]), 3)))
+                                         snippet=snip, score=round(float(h["score"]), 3),
+                                         superseded_by=h.get("superseded_by")))
             rh.append(R.RecallHit(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"], kind=h["kind"],
                                   phase=h["phase"], tool=h["tool"], summary=h["summary"], snippet=snip,
                                   score=float(h["score"])))
         md = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens, total=total)
-        return M.RecallResult(markdown=md, total=total, hits=views)
+        return M.RecallResult(markdown=md, total=total, hits=views, project=project)
 
     # -- phase / forget ------------------------------------------------------------------------
     async def phase_set(self, p: M.PhaseSetParams) -> M.PhaseSetResult:

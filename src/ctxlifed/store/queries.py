@@ -48,8 +48,17 @@ Rules:
   occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` ids are also
   scanned with ``instr()``. ``instr()`` confirms case (the index folds it) and any other short
   term. Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
-- Ranking: bm25 first, then priority, then recency (1–2 character CJK terms: priority,
-  then recency; substring matches: recency).
+- ``type:error`` (kinds holding "error" but not "test_result") also matches failed test runs:
+  test_result rows whose summary opens ``[test_result FAILED]`` (``core.summarize``'s header).
+- Ranking (``_rank``, rules in ``core/recall_rank.py``): each path's candidates (the word index's
+  window, the trigram window, rows waiting for the trigram index, substring and short CJK matches)
+  are ordered by text relevance (bm25; 1 where a path has none) times the kind weight, echoes after
+  every content row, a superseded decision just below its replacement, then priority, then
+  recency. Echoes told by a lookup (assistant text of a recall turn, facts found in an echo) are
+  checked best first until ``limit`` content rows are confirmed (at most ``RANK_LOOKUPS``);
+  supersession is checked for the best ``2 * limit`` decisions against the newest
+  ``LATER_DECISIONS`` later ones of their project. Across paths, echoes also come last. A
+  superseded hit carries ``superseded_by`` and its summary opens ``(superseded by #N)``.
 """
 
 from __future__ import annotations
@@ -93,9 +102,17 @@ def _filters(project: str | None, session: str | None, phase: str | None,
         sql.append(f"{alias}.phase = ?")
         args.append(phase)
     if kinds:
-        sql.append(f"{alias}.kind IN ({','.join('?' * len(kinds))})")
+        cond = f"{alias}.kind IN ({','.join('?' * len(kinds))})"
+        if _with_red_tests(kinds):  # a failed test run is an error to the user (its summary says so)
+            cond = f"({cond} OR ({alias}.kind = 'test_result' AND {alias}.summary LIKE '[test_result FAILED]%'))"
+        sql.append(cond)
         args.extend(kinds)
     return (" AND ".join(sql) or "1"), args
+
+
+def _with_red_tests(kinds: tuple[str, ...]) -> bool:
+    """``type:error`` also holds failed test runs; ``type:test`` stays the narrow form."""
+    return "error" in kinds and "test_result" not in kinds
 
 
 def _has_cjk(s: str) -> bool:
@@ -156,7 +173,7 @@ def _tag_expression(conn: sqlite3.Connection, top: int, project: str | None, ses
         if value is not None:
             wanted.append([tag_token(letter, value)])
     if kinds:
-        wanted.append([tag_token("k", k) for k in kinds])
+        wanted.append([tag_token("k", k) for k in (*kinds, "test_result") if k in kinds or _with_red_tests(kinds)])
     dense: list[str] = []
     for toks in wanted:
         if None in toks:
