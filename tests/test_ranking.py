@@ -53,6 +53,8 @@ def test_fts_term_expression_adds_the_words_of_an_identifier() -> None:
     ("prompt", None, "what did we decide about Postgres?", True),
     ("prompt", None, "为什么会话过期了？", True),
     ("prompt", None, "Use Postgres for the session store.", False),
+    ("prompt", None, "Do not log access tokens.", False),
+    ("prompt", None, "did we ever enable the nightly cleanup", True),
     ("tool", "Bash", "$ ctxlifectl recall Postgres\n**Recall** `Postgres`: 3 matches", True),
     ("error", "Bash", "$ ctxlifectl recall Postgres\n[error]\nbash: ctxlifectl: command not found", True),
     ("tool", "Bash", "$ psql -c 'select 1'\n1", False),

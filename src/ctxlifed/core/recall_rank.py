@@ -4,7 +4,7 @@ and the identifier words the word index adds. Pure: no I/O.
 Rules:
 - An *echo* is text about recalling rather than the work itself; it never outranks content
   (:func:`is_echo`). Echoes are: a slash command (``/recall Postgres``, ``/ctxlifed:recall …``); a
-  question prompt (ends with ``?``/``？``/``吗``, or opens with an interrogative word, and is at most
+  question prompt (ends with ``?``/``？``/``吗``, or opens with a wh-word, ``did``, 为什么 …, and is at most
   :data:`QUESTION_CHARS` long); any row holding ctxlifed's own rendered recall text (``**Recall**``,
   ``No archived context matches``, ``Full text: ctxlifectl recall --id``, ``**#<id>**`` hit lines,
   the ``/recall`` command's header); a Bash call (its output and its failure included) that runs
@@ -60,22 +60,32 @@ _RENDERED_RE = re.compile(
     r"|ctxlifed archive results for|ctxlifed memory for this"
 )
 _CTXLIFECTL_RE = re.compile(r"(?:^|[\s;&|(`/])ctxlifectl(?:\s|$)")
-_INTERROGATIVE_RE = re.compile(
-    r"\s*(?:what|why|how|where|when|which|who|whom|whose|did|do|does|is|are|was|were|can|could|should"
-    r"|would|will|have|has|any)\b|\s*(?:为什么|怎么|什么|哪|是否|有没有)",
-    re.I,
-)
+_INTERROGATIVE_RE = re.compile(  # openers that ask, never instruct ("Do not ..." is a constraint)
+    r"\s*(?:what|why|how|where|when|which|who|whom|whose|did)\b|\s*(?:为什么|怎么|什么|哪|是否|有没有)", re.I)
 _WORK_KINDS = frozenset({"error", "code_change", "lesson"})
 _FACT_KINDS = frozenset({"decision", "constraint"})
 
 
+_HEADER_RE = re.compile(r"\[[a-z_]+(?: [A-Za-z]+)?\] ")  # a summary's "[kind] " / "[test_result FAILED] "
+
+
 def _first_line(text: str) -> str:
-    return text.lstrip().split("\n", 1)[0]
+    text = text.lstrip()
+    end = text.find("\n", 0, 400)
+    return text[:end] if end >= 0 else text[:400]
+
+
+def _body(head: str) -> str:
+    """``head`` without a summary's ``[kind]`` header (``core.summarize``): where the text starts."""
+    m = _HEADER_RE.match(head)
+    return head[m.end():] if m else head
 
 
 def is_recall_text(kind: str, tool: str | None, head: str) -> bool:
     """A recall itself or ctxlifed's rendered recall: a ``/recall``-like slash command, a
-    ``ctxlifectl`` Bash call, or text holding ctxlifed's recall rendering. ``head``: the text's start."""
+    ``ctxlifectl`` Bash call, or text holding ctxlifed's recall rendering. ``head``: the text's start
+    or its summary."""
+    head = _body(head)
     if kind == "prompt" and _SLASH_RE.match(head) and "/" not in head.lstrip()[1:].split(None, 1)[0]:
         return "recall" in head.lstrip().split(None, 1)[0].lower()
     if tool == "Bash" and _CTXLIFECTL_RE.search(_first_line(head).removeprefix("$ ")):
@@ -89,7 +99,7 @@ def is_echo(kind: str, tool: str | None, head: str) -> bool:
         return True
     if kind != "prompt":
         return False
-    stripped = head.strip()
+    stripped = _body(head).strip()
     first = stripped.split(None, 1)[0] if stripped else ""
     if _SLASH_RE.match(stripped) and "/" not in first[1:]:
         return True  # a slash command (a path like /home/x/y is not one)

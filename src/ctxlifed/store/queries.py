@@ -347,48 +347,67 @@ def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: li
 
 # --------------------------------------------------------------------------- ranking (see the module rules)
 
-RANK_LOOKUPS = 80  # assistant / fact hits checked for an echo by a lookup, best first
-TURN_SPAN = 500  # ids before an assistant row searched for the prompt or Bash call of its turn
+RANK_STEP = 60  # candidates classified at a time, best text relevance first
+RANK_FLAT = 100  # candidates of a path without text relevance (substrings, short CJK) that are ranked
+RANK_LOOKUPS = 40  # assistant / fact hits checked for an echo by a lookup, best first
+TURN_SPAN = 200  # ids before an assistant row searched for the prompt or Bash call of its turn
 FACT_SPAN = 64  # ids before a fact searched for the prompt / assistant text it was found in
 LATER_DECISIONS = 50  # newest later decisions of a project a decision hit is compared with
-HEAD_CHARS = 600  # start of a text read to classify a hit (rows up to HEAD_FULL characters)
-HEAD_FULL = 8192
-# The text's start is read only where echoes are told by it (prompts, assistant text, Bash calls);
-# the summary (its header names the kind, tool and command) stands in elsewhere.
-_HEAD = (f"CASE WHEN a.chars <= {HEAD_FULL} AND (a.kind IN ('prompt', 'assistant') OR a.tool = 'Bash')"
-         f" THEN substr(a.text, 1, {HEAD_CHARS}) ELSE a.summary END")
+HEAD_CHARS = 600  # start of a text read to classify a hit that has no summary
 _FACTS = ("decision", "constraint", "pending")
 
 
+def _head(alias: str) -> str:
+    """A row's text for classifying it: its summary (``[kind] Tool: command``, then the opening or
+    the facts; short, and stored before the text, so no overflow page is read), else the text's start."""
+    return f"CASE WHEN {alias}.summary != '' THEN {alias}.summary ELSE substr({alias}.text, 1, {HEAD_CHARS}) END"
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
 def _features(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple]:
-    """id -> (kind, tool, session, project, event_id, summary, head, priority) of the given rows."""
-    out: dict[int, tuple] = {}
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        for r in conn.execute(f"SELECT a.id, a.kind, a.tool, a.session, a.project, a.event_id, a.summary, {_HEAD}, a.priority"
-                              f" FROM archive a WHERE a.id IN ({','.join('?' * len(chunk))})", chunk):
-            out[r[0]] = r[1:]
-    return out
+    """id -> (kind, tool, project, head, priority) of the given rows (at most RANK_STEP)."""
+    return {r[0]: r[1:] for r in conn.execute(
+        f"SELECT a.id, a.kind, a.tool, a.project, {_head('a')}, a.priority FROM archive a"
+        f" WHERE a.id IN ({_marks(len(ids))})", ids)}
 
 
-def _turn_recalled(conn: sqlite3.Connection, session: str, aid: int) -> bool:
-    """Whether the nearest prompt or Bash call before row ``aid`` in its session is a recall."""
-    r = conn.execute(f"SELECT a.kind, a.tool, {_HEAD} FROM archive a WHERE a.session = ? AND a.id < ? AND a.id >= ?"
-                     " AND (a.kind = 'prompt' OR a.tool = 'Bash') ORDER BY a.id DESC LIMIT 1",
-                     (session, aid, aid - TURN_SPAN)).fetchone()
-    return r is not None and RR.is_recall_text(r[0], r[1], r[2] or "")
+def _echo_lookups(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> dict[int, bool]:
+    """id -> echo? for (id, kind) assistant and fact rows: assistant text answering a turn that
+    recalled (the nearest prompt or Bash call before it in its session, within TURN_SPAN ids, is a
+    recall), a fact found in an echo (the nearest prompt or assistant row of its event, within
+    FACT_SPAN ids). Two statements whatever the number of rows."""
+    facts = [i for i, k in rows if k in _FACTS]
+    source: dict[int, int | None] = {}
+    if facts:
+        source = dict(conn.execute(
+            f"SELECT a.id, (SELECT s.id FROM archive s WHERE s.session = a.session AND s.id < a.id"
+            f" AND s.id >= a.id - {FACT_SPAN} AND s.event_id = a.event_id AND s.kind IN ('prompt', 'assistant')"
+            f" ORDER BY s.id DESC LIMIT 1) FROM archive a WHERE a.id IN ({_marks(len(facts))})", facts))
+    look = sorted({i for i, k in rows if k == "assistant"} | {v for v in source.values() if v})
+    info: dict[int, tuple] = {}
+    if look:
+        info = {r[0]: r[1:] for r in conn.execute(
+            f"SELECT a.id, a.kind, a.tool, {_head('a')}, CASE WHEN a.kind = 'assistant' THEN"
+            f" (SELECT p.kind || char(1) || coalesce(p.tool, '') || char(1) || {_head('p')} FROM archive p"
+            f" WHERE p.session = a.session AND p.id < a.id AND p.id >= a.id - {TURN_SPAN}"
+            f" AND (p.kind = 'prompt' OR p.tool = 'Bash') ORDER BY p.id DESC LIMIT 1) END"
+            f" FROM archive a WHERE a.id IN ({_marks(len(look))})", look)}
 
-
-def _fact_echo(conn: sqlite3.Connection, session: str, aid: int, event_id: int | None) -> bool:
-    """Whether the fact ``aid`` was found in an echo: a prompt or assistant text of its event."""
-    if event_id is None:
-        return False
-    for sid, kind, tool, head in conn.execute(
-            f"SELECT a.id, a.kind, a.tool, {_HEAD} FROM archive a WHERE a.session = ? AND a.id < ? AND a.id >= ?"
-            " AND a.event_id = ? AND a.kind IN ('prompt', 'assistant')", (session, aid, aid - FACT_SPAN, event_id)):
-        if RR.is_echo(kind, tool, head or "") or (kind == "assistant" and _turn_recalled(conn, session, sid)):
+    def echo(i: int | None) -> bool:
+        if i is None or i not in info:
+            return False
+        kind, tool, head, turn = info[i]
+        if RR.is_echo(kind, tool, head or ""):
             return True
-    return False
+        if not turn:
+            return False
+        pk, pt, ph = turn.split("\x01", 2)
+        return RR.is_recall_text(pk, pt or None, ph)
+
+    return {i: echo(i) if k == "assistant" else echo(source.get(i)) for i, k in rows}
 
 
 def _superseding(conn: sqlite3.Connection, decisions: list[tuple[int, str, str]]) -> dict[int, int]:
@@ -400,67 +419,69 @@ def _superseding(conn: sqlite3.Connection, decisions: list[tuple[int, str, str]]
         by_project.setdefault(project, []).append((aid, text))
     for project, olds in by_project.items():
         later = conn.execute(
-            "SELECT a.id, a.session, a.event_id, a.text FROM archive a WHERE a.project = ? AND a.kind = 'decision'"
+            "SELECT a.id, a.text FROM archive a WHERE a.project = ? AND a.kind = 'decision'"
             f" AND a.id > ? ORDER BY a.id DESC LIMIT {LATER_DECISIONS}", (project, min(i for i, _t in olds))).fetchall()
-        topics = [(lid, ls, le, RR.topic_words(lt)) for lid, ls, le, lt in later]
-        echo: dict[int, bool] = {}
-        for aid, text in olds:
-            old = RR.topic_words(text)
-            for lid, ls, le, new in reversed(topics):  # the first later decision that replaced it
-                if lid > aid and RR.supersedes(old, new):
-                    if lid not in echo:
-                        echo[lid] = _fact_echo(conn, ls, lid, le)
-                    if not echo[lid]:
-                        out[aid] = lid
-                        break
+        topics = [(lid, RR.topic_words(lt)) for lid, lt in reversed(later)]  # oldest first
+        found = {aid: [lid for lid, new in topics if lid > aid and RR.supersedes(RR.topic_words(text), new)]
+                 for aid, text in olds}
+        echo = _echo_lookups(conn, [(i, "decision") for i in sorted({i for ls in found.values() for i in ls})])
+        for aid, lids in found.items():
+            lid = next((i for i in lids if not echo.get(i)), None)  # the first later one that replaced it
+            if lid is not None:
+                out[aid] = lid
     return out
 
 
 def _rank(conn: sqlite3.Connection, rows: list[tuple[int, float, int | None]], limit: int, base: float,
           notes: dict[int, dict[str, Any]]) -> list[tuple[int, float]]:
     """(id, score) best first for (id, text relevance >= 0, priority or None: the stored one)
-    candidates: relevance times the
-    kind weight, echoes after all content, a superseded decision below its replacement, then
-    priority, then recency. Marks echoes and superseded decisions in ``notes``."""
+    candidates: relevance times the kind weight, echoes after all content, a superseded decision
+    below its replacement, then priority, then recency. Marks echoes and superseded decisions in
+    ``notes``. Candidates are classified best relevance first, RANK_STEP at a time, until no
+    unread one can reach the ``limit``-th content score (its relevance times the largest weight):
+    those are left out (``limit`` content rows rank above them)."""
     if not rows:
         return []
-    feats = _features(conn, [r[0] for r in rows])
-    cand: list[list[Any]] = []  # [id, score, priority, echo, features]
-    for aid, rel, prio in rows:
-        f = feats.get(aid)
-        if f is None:
-            continue
-        kind, tool, _session, _project, _eid, summary, head, stored = f
-        head = head or summary or ""
-        cand.append([aid, rel * RR.weight(kind, summary or head), stored if prio is None else prio,
-                     RR.is_echo(kind, tool, head), f])
+    rows = sorted(rows, key=lambda r: -r[1])  # stable: a path's own order breaks ties
+    cand: list[list[Any]] = []  # [id, score, priority, echo, features, echo known]
+    looked = done = 0
 
     def order() -> None:
         cand.sort(key=lambda c: (c[3], -c[1], -c[2], -c[0]))
 
-    order()
-    # Echoes that need a lookup (assistant text of a recall turn, facts found in echoes): checked
-    # best first until `limit` content rows are confirmed (rows below them cannot pass them).
-    confirmed = looked = 0
-    for c in cand:
-        if confirmed >= limit or looked >= RANK_LOOKUPS:
-            break
-        if c[3]:
-            continue
-        kind, _tool, session, _project, eid = c[4][:5]
-        if kind == "assistant" or kind in _FACTS:
-            looked += 1
-            c[3] = (_turn_recalled(conn, session, c[0]) if kind == "assistant"
-                    else _fact_echo(conn, session, c[0], eid))
-            if c[3]:
+    while done < len(rows):
+        batch = rows[done:done + RANK_STEP]
+        done += len(batch)
+        feats = _features(conn, [r[0] for r in batch])
+        for aid, rel, prio in batch:
+            f = feats.get(aid)
+            if f is None:
                 continue
-        confirmed += 1
-    order()
+            kind, tool, _project, head, stored = f
+            head = head or ""
+            cand.append([aid, rel * RR.weight(kind, head), stored if prio is None else prio,
+                         RR.is_echo(kind, tool, head), f, kind != "assistant" and kind not in _FACTS])
+        order()
+        # Echoes that need a lookup (assistant text of a recall turn, facts found in echoes): the best
+        # `limit` content rows are checked, together, until they all were (rows below cannot pass them).
+        while looked < RANK_LOOKUPS:
+            top = [c for c in cand if not c[3]][:limit]
+            todo = [c for c in top if not c[5]][: RANK_LOOKUPS - looked]
+            if not todo:
+                break
+            looked += len(todo)
+            echo = _echo_lookups(conn, [(c[0], c[4][0]) for c in todo])
+            for c in todo:
+                c[3], c[5] = echo[c[0]], True
+            order()
+        content = [c[1] for c in cand if not c[3]]
+        if len(content) >= limit and done < len(rows) and rows[done][1] * RR.FACT_WEIGHT <= content[limit - 1]:
+            break
     decisions = [c for c in cand[: 2 * limit] if not c[3] and c[4][0] == "decision"]
     if decisions:
-        texts = dict(conn.execute(f"SELECT id, text FROM archive WHERE id IN ({','.join('?' * len(decisions))})",
+        texts = dict(conn.execute(f"SELECT id, text FROM archive WHERE id IN ({_marks(len(decisions))})",
                                   [c[0] for c in decisions]).fetchall())
-        sup = _superseding(conn, [(c[0], c[4][3], texts.get(c[0], "")) for c in decisions])
+        sup = _superseding(conn, [(c[0], c[4][2], texts.get(c[0], "")) for c in decisions])
         score = {c[0]: c for c in cand}
         for c in sorted((c for c in decisions if c[0] in sup), key=lambda c: -c[0]):
             new = score.get(sup[c[0]])
@@ -643,7 +664,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             elif pend or not _no_substring_match(conn, long_terms, project, session):
                 # substrings of words the word index did not match: the newest rows, newest first
                 ids = _substring_window(conn, expr, where, args, extra, extra_args)
-                take(_rank(conn, [(i, 1.0, None) for i in ids[:RANK_WINDOW]], limit, 50.0,
+                take(_rank(conn, [(i, 1.0, None) for i in ids[:RANK_FLAT]], limit, 50.0,
                            notes)[: limit + len(order)])
                 if not total:
                     total = min(len(pend) + len(ids), TOTAL_CAP)
@@ -658,7 +679,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             total = max(total, len(order))
     elif short:
         cands = _short_candidates(conn, short, where, args, trigram)
-        take(_rank(conn, [(i, 1.0, p) for i, p in cands[:RANK_WINDOW]], limit, 10.0, notes)[:limit])
+        take(_rank(conn, [(i, 1.0, p) for i, p in cands[:RANK_FLAT]], limit, 10.0, notes)[:limit])
         total = min(len(cands), TOTAL_CAP)
     else:  # nothing searchable (punctuation only): the newest rows by priority, as a listing
         rows = conn.execute(
