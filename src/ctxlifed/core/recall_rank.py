@@ -3,14 +3,17 @@ and the identifier words the word index adds. Pure: no I/O.
 
 Rules:
 - An *echo* is text about recalling rather than the work itself; it never outranks content
-  (:func:`is_echo`). Echoes are: a slash command (``/recall Postgres``, ``/ctxlifed:recall …``); a
-  question prompt (ends with ``?``/``？``/``吗``, or opens with a wh-word, ``did``, 为什么 …, and is at most
-  :data:`QUESTION_CHARS` long); any row holding ctxlifed's own rendered recall text (``**Recall**``,
-  ``No archived context matches``, ``Full text: ctxlifectl recall --id``, ``**#<id>**`` hit lines,
-  the ``/recall`` command's header); a Bash call (its output and its failure included) that runs
-  ``ctxlifectl``. The store adds two rules it needs a lookup for: assistant text answering a turn
-  that recalled (its nearest earlier prompt or Bash call in the session is a recall echo), and a
-  fact (decision, constraint, pending item) detected in an echo.
+  (:func:`is_echo`). Echoes are: a slash command (``/recall Postgres``, ``/ctxlifed:recall …``,
+  ``/compact …``; a path such as ``/home/x/y`` is not one); a question prompt (ends with
+  ``?``/``？``/``吗``, or opens with a wh-word, ``did``, 为什么 …, and is at most
+  :data:`QUESTION_CHARS` long); a *recall* (:func:`is_recall_text`): a ``/…recall`` command, a
+  Bash call (its output and its failure included) that runs ``ctxlifectl``, or any row but a ledger
+  page holding ctxlifed's own rendered recall text (``**Recall** ```, ``No archived context
+  matches``, ``Full text: ctxlifectl recall --id``, ``**#<id>**`` hit lines, the ``/recall``
+  command's header). A row is told by its summary (its ``[kind]`` header skipped) or its text's
+  start. The store adds two rules it needs a lookup for: assistant text whose nearest earlier
+  prompt or Bash call in the session is a recall, and a fact (decision, constraint, pending item)
+  whose nearest prompt or assistant row of the same event is an echo.
 - Kind weights (:func:`weight`) multiply the text score, so that for comparable text scores
   decisions and constraints (:data:`FACT_WEIGHT`), then errors (a failed test run included),
   code and config changes and lessons (:data:`WORK_WEIGHT`), then pending items come before

@@ -52,13 +52,17 @@ Rules:
   test_result rows whose summary opens ``[test_result FAILED]`` (``core.summarize``'s header).
 - Ranking (``_rank``, rules in ``core/recall_rank.py``): each path's candidates (the word index's
   window, the trigram window, rows waiting for the trigram index, substring and short CJK matches)
-  are ordered by text relevance (bm25; 1 where a path has none) times the kind weight, echoes after
-  every content row, a superseded decision just below its replacement, then priority, then
-  recency. Echoes told by a lookup (assistant text of a recall turn, facts found in an echo) are
-  checked best first until ``limit`` content rows are confirmed (at most ``RANK_LOOKUPS``);
-  supersession is checked for the best ``2 * limit`` decisions against the newest
-  ``LATER_DECISIONS`` later ones of their project. Across paths, echoes also come last. A
-  superseded hit carries ``superseded_by`` and its summary opens ``(superseded by #N)``.
+  are ordered by text relevance (-bm25; 1 where a path has none) times the kind weight, echoes
+  after every content row, a superseded decision just below its replacement, then priority, then
+  recency. Bounded: a hit is classified from its kind, tool and summary (never its text, unless it
+  has no summary), ``RANK_STEP`` candidates at a time, best relevance first, until no unread one
+  can reach the ``limit``-th content score; a path without relevance ranks its first
+  ``RANK_FLAT``. Echoes told by a lookup (assistant text of a recall turn, facts found in an echo)
+  are looked up for the best ``limit`` content rows, together (two statements a round), until all
+  were (at most ``RANK_LOOKUPS`` rows); supersession is checked for the best ``2 * limit``
+  decisions against the newest ``LATER_DECISIONS`` later ones of their project. Across paths,
+  echoes also come last. A superseded hit carries ``superseded_by`` and its summary opens
+  ``(superseded by #N)``.
 """
 
 from __future__ import annotations
