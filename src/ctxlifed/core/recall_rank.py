@@ -165,6 +165,7 @@ def supersedes(older: frozenset[str], newer: frozenset[str]) -> bool:
 
 _IDENT_RE = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z][A-Za-z0-9]*[a-z0-9][A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z][A-Za-z0-9]*)"
                        r"(?![A-Za-z0-9])")
+_TOKEN_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9]+(?![A-Za-z0-9])")  # an ASCII word or identifier
 _PART_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
 
 
@@ -180,15 +181,12 @@ def identifier_words(text: str) -> str:
     """The split words of the text's mixed-case identifiers, one line each (see the module rules)."""
     if len(text) > 2 * IDENT_SCAN:
         text = text[:IDENT_SCAN] + "\n" + text[-IDENT_SCAN:]
-    seen: set[str] = set()
     out: list[str] = []
     size = 0
-    for m in _IDENT_RE.finditer(text):
-        ident = m.group()
-        if ident in seen:
+    for token in dict.fromkeys(_TOKEN_RE.findall(text)):  # each once, in order of first appearance
+        if token.islower() or token.isupper():
             continue
-        seen.add(ident)
-        phrase = identifier_phrase(ident)
+        phrase = identifier_phrase(token)
         if not phrase:
             continue
         size += len(phrase) + 1
