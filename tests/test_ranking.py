@@ -254,3 +254,16 @@ def test_cli_names_the_project_searched_when_nothing_matches(daemon: Any, tmp_pa
     a = subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", "recall", "--all-projects", "zebra"],
                        env=daemon.env, cwd=folder, capture_output=True, text=True, timeout=30)
     assert "Searched project" not in a.stdout
+
+
+@pytest.mark.parametrize("path", ["rare", "bm25", "computed"])
+def test_identifier_term_with_other_terms_through_every_path(store, monkeypatch, path) -> None:
+    """An identifier term (an OR group in the MATCH) next to other terms: found on every bm25 path
+    (FTS5 takes an implicit AND only between strings)."""
+    if path != "rare":
+        monkeypatch.setattr(queries, "DF_WALK", 2)
+    monkeypatch.setattr(queries, "BM25_BUDGET", 10**9 if path == "bm25" else 0)
+    rows = [_put(store, "tool", f"row {i} 0 raise LockTimeout now", tool="Bash") for i in range(4)]
+    other = _put(store, "tool", "the lock timeout of row 0 passed", tool="Bash")
+    assert set(_ids(store, "0", "LockTimeout")) == {*rows, other}
+    assert set(_ids(store, "0", "AAa")) == set()

@@ -268,7 +268,7 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     term_exprs = list(dict.fromkeys(e for e in (fts_term_expression(t) for t in terms) if e))
     if not term_exprs:
         return [], "", False
-    words = f"{{{_WORD_COLS}}} : ({' '.join(term_exprs)})"
+    words = f"{{{_WORD_COLS}}} : ({' AND '.join(term_exprs)})"  # AND: implicit only between strings
     top = conn.execute("SELECT max(rowid) FROM archive_fts_docsize").fetchone()[0] or 0
     dfs = _doc_freqs(conn, term_exprs, top)
     if all(exact for _df, exact in dfs):
