@@ -11,8 +11,8 @@ import pytest
 
 import ranking_corpus as RC
 
-RECALL_AT_1_FLOOR = 0.85  # achieved: 13 of 14 (0.929); before the ranking rules: 0.077
-MRR_FLOOR = 0.90  # achieved: 0.964; before: 0.272
+RECALL_AT_1_FLOOR = 0.85  # achieved: 13 of 14 (0.929); before the ranking rules: 0.071
+MRR_FLOOR = 0.90  # achieved: 0.964; before: 0.251
 
 
 @pytest.fixture
