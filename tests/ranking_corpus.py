@@ -29,6 +29,7 @@ LIMIT = 10
 
 # The planted rows the queries look for (fact texts are whole sentences the daemon detects).
 REDIS_DECISION = "We decided to use Redis for the session store because it expires keys natively."
+REDIS_REMINDER = "Reminder: we decided to use Redis as the session store, with keys that expire natively."
 PG_DECISION = "Redis kept evicting sessions under memory pressure, so we switched the session store to Postgres."
 GRPC_DECISION = "我们决定使用 gRPC 作为内部服务之间的通信协议。"
 TOKEN_CONSTRAINT = "日志里不要打印访问令牌。"
@@ -148,6 +149,7 @@ def build(call: Call, root: Path) -> tuple[Path, int]:
     # Session 2 (implementation): the pool, a lock timeout, errors, a red test run.
     s = Writer(call, proj, "aaaaaaaa-0000-0000-0000-000000000002")
     s.hook("SessionStart", source="startup")
+    s.prompt(REDIS_REMINDER)  # a near-duplicate of the first decision
     s.prompt("Implement the connection pool for the orders database and make slow checkouts fail fast.")
     s.edit("src/shop/db/pool.py", "class Pool:\n    pass\n",
            f"{LOCK_CODE}\n    \"\"\"Raised when no connection is free before the deadline.\"\"\"\n\n\n"

@@ -11,8 +11,8 @@ import pytest
 
 import ranking_corpus as RC
 
-RECALL_AT_1_FLOOR = 0.85  # achieved: 13 of 14 (0.929); before the ranking rules: 0.071
-MRR_FLOOR = 0.90  # achieved: 0.964; before: 0.251
+RECALL_AT_1_FLOOR = 0.85  # what the ranking achieves, minus one query's worth of margin
+MRR_FLOOR = 0.90
 
 
 @pytest.fixture
@@ -46,6 +46,6 @@ def test_the_decision_that_replaced_another_comes_first_and_the_old_one_is_marke
     r = daemon.call("recall", {"query": "session store", "cwd": str(proj)})
     texts = {h["id"]: daemon.call("recall", {"query": "", "id": h["id"]})["text"] for h in r["hits"]}
     new = next(i for i, t in texts.items() if t == RC.PG_DECISION)
-    old = next(h for h in r["hits"] if texts[h["id"]] == RC.REDIS_DECISION)
-    assert r["hits"][0]["id"] == new
-    assert old["superseded_by"] == new and f"(superseded by #{new})" in r["markdown"]
+    olds = [h for h in r["hits"] if h["kind"] == "decision" and texts[h["id"]] in (RC.REDIS_DECISION, RC.REDIS_REMINDER)]
+    assert r["hits"][0]["id"] == new and len(olds) == 2  # the first decision and its near-duplicate
+    assert all(h["superseded_by"] == new for h in olds) and f"(superseded by #{new})" in r["markdown"]

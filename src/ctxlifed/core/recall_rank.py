@@ -19,9 +19,9 @@ Rules:
   code and config changes and lessons (:data:`WORK_WEIGHT`), then pending items come before
   chatter (prompts, assistant text, tool output, summaries, ledgers: 1.0).
 - A decision is *superseded* by a later decision of the same project on the same topic
-  (:func:`supersedes`): they share at least :data:`MIN_SHARED` topic words, at least half of the
-  smaller topic, and each has a topic word the other lacks (the old choice, the new one). A later
-  restatement adds no new word and supersedes nothing. Topic words: lower-case words of 3+ letters
+  (:func:`supersedes`): they share at least :data:`MIN_SHARED` topic words and at least
+  :data:`MIN_SHARE` of the smaller topic, and each has a topic word the other lacks (the old
+  choice, the new one). A later restatement adds no new word and supersedes nothing. Topic words: lower-case words of 3+ letters
   or digits-with-letters and CJK character pairs, without stop words and the verbs that state a
   decision (decided, switched, 决定, 改用 …); a plural ``s`` is dropped.
 - :func:`identifier_words`: the words of camelCase / PascalCase identifiers (``LockTimeout`` ->
@@ -54,6 +54,7 @@ FACT_WEIGHT = 1.6
 WORK_WEIGHT = 1.4
 PENDING_WEIGHT = 1.3
 MIN_SHARED = 2
+MIN_SHARE = 0.4
 IDENT_SCAN = 64 * 1024
 MAX_IDENT_CHARS = 8192
 
@@ -158,7 +159,7 @@ def topic_words(text: str) -> frozenset[str]:
 def supersedes(older: frozenset[str], newer: frozenset[str]) -> bool:
     """True when a newer decision with topic ``newer`` replaces an older one with topic ``older``."""
     shared = len(older & newer)
-    if shared < MIN_SHARED or shared * 2 < min(len(older), len(newer)):
+    if shared < MIN_SHARED or shared < MIN_SHARE * min(len(older), len(newer)):
         return False
     return bool(older - newer) and bool(newer - older)
 
