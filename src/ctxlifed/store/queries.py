@@ -2,11 +2,13 @@
 
 Rules:
 - Reads are short: bounded LIMITs everywhere, no read holds a transaction past its function.
-- User text reaches FTS5 only through ``fts_match_expression`` (every term quoted), so no query
-  can raise an FTS syntax error.
+- User text reaches FTS5 only through ``fts_match_expression`` / ``fts_term_expression`` (every
+  term quoted; an identifier term is an OR group, so terms are joined with an explicit AND), so no
+  query can raise an FTS syntax error.
 - Bounded work per search, whatever the archive size: each index ranks only the newest
   ``RANK_WINDOW`` rows that match and pass the filters (FTS5 walks its doclist newest first and
-  stops there), and the display columns are read for the returned hits only. Below that many
+  stops there); ranking reads kind, tool and summary of at most that many candidates, the display
+  columns are read for the returned hits only. Below that many
   matches the result is exactly "all matches ranked"; above it, older matches are reached by a
   more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP`` (counted on from
   the window's oldest id, not again from the top).
