@@ -24,10 +24,11 @@ from typing import Any
 from _common import CACHE
 from _text import PHASES, TextGen
 
+from ctxlifed.core.recall_rank import identifier_words
 from ctxlifed.store import backlog, schema
 from ctxlifed.store.ops import content_hash
 
-VERSION = 3  # 3: schema 0006 (filter tags in the word index) and 0007 (trigram backlog, drained per batch)
+VERSION = 4  # 4: schema 0011 (identifier words, ``idents``, computed as the daemon's writer does); 3: schema 0006 (filter tags in the word index) and 0007 (trigram backlog, drained per batch)
 BATCH = 5000
 SEED = 20240611
 PROJECTS = ["/home/dev/project", "/home/dev/webapp", "/home/dev/infra", "/home/dev/tools", "/home/dev/notes",
@@ -97,13 +98,13 @@ def build(n: int, *, log: Any = print) -> tuple[Path, dict[str, Any]]:
         summary = text.split("\n", 1)[0][:200]
         rows.append((i, content_hash(kind, text) + f"{i:x}", session, project, ts, kind, PHASES[phase_i], tool,
                      file_path, f"u{i}", i, rng.randint(10, 95), None, rng.choice((0, 1, 2)), summary, text,
-                     len(text), 0))
+                     len(text), 0, identifier_words(text)))
         if len(rows) >= BATCH or i == n:
             conn.execute("BEGIN")
             conn.executemany(
                 "INSERT INTO archive(id, hash, session, project, ts, kind, phase, tool, file_path, uid, event_id,"
-                " priority, category, level, summary, text, chars, truncated)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                " priority, category, level, summary, text, chars, truncated, idents)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             if deferred:  # the trigram backlog (0007), drained as the daemon's idle writer would
                 conn.execute("INSERT INTO archive_tri(rowid, text) SELECT a.id, a.text FROM tri_pending p"
                              " JOIN archive a ON a.id = p.id ORDER BY p.id")

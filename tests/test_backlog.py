@@ -168,8 +168,9 @@ def test_old_database_keeps_its_trigram_index(tmp_path: Path) -> None:
             conn.execute(s)
         conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
     conn.execute("COMMIT")
-    conn.execute("BEGIN")
-    ops.insert_archive(conn, _row("legacy echidna row", 1))
+    conn.execute("BEGIN")  # as that daemon wrote it (its archive had no idents column yet)
+    conn.execute("INSERT INTO archive(hash, session, project, ts, kind, text, uid)"
+                 " VALUES ('h1', 's1', '/p', 1.0, 'tool_output', 'legacy echidna row', 'u1')")
     conn.execute("COMMIT")
     conn.close()
     w = Writer(db)

@@ -23,7 +23,7 @@ from ctxlifed.core.paths import (
 )
 
 CORE = Path(__file__).resolve().parents[1] / "src" / "ctxlifed" / "core"
-PURE_MODULES = ("redact", "recall_query", "render", "paths", "figures")
+PURE_MODULES = ("redact", "recall_query", "recall_rank", "render", "paths", "figures")
 
 
 @pytest.mark.parametrize(
@@ -165,11 +165,11 @@ def test_project_dir_matches(name: str, cwd: str, expected: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# purity guard for redact, recall_query, render, paths
+# purity guard for redact, recall_query, recall_rank, render, paths
 
 ALLOWED_IMPORTS = {
     "__future__", "re", "functools", "typing", "collections.abc", "math", "datetime", "posixpath",
-    "enum", "msgspec", "ctxlifed.core.model",
+    "enum", "msgspec", "ctxlifed.core.model", "ctxlifed.core.recall_rank",
     "ctxlifed.core.figures",  # stdlib-only, pure: the one formatting path for figures
 }
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxlifed.core import recall_rank
 from ctxlifed.store import queries, schema
 
 PHASES = ("planning", "design", "implementation", "testing", "review")
@@ -85,11 +86,11 @@ def _search(conn: sqlite3.Connection, words: tuple[str, ...] = (), phrases: tupl
 
 
 def test_migration_0006_rebuilds_the_word_index_of_an_old_store(corpus) -> None:
-    """An old store gains the tags column; rows from before and after the migration are indexed,
-    and the index matches its content (integrity-check)."""
+    """An old store gains the tags column (and, with 0011, the identifier words); rows from before
+    and after the migration are indexed, and the index matches its content (integrity-check)."""
     conn = corpus
     cols = [r[1] for r in conn.execute("PRAGMA table_info(archive_fts)")]
-    assert cols == ["text", "summary", "tags"]
+    assert cols == ["text", "summary", "idents", "tags"]
     conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('integrity-check')")
     hits, total = _search(conn, ("alpha",), project="/p", phase="testing")
     assert {h["id"] for h in hits} == set(_brute(conn, "alpha", project="/p", phase="testing"))
@@ -154,7 +155,8 @@ def test_every_path_finds_exactly_the_filtered_matches(corpus, monkeypatch, path
 @pytest.mark.parametrize("path", ["rare", "bm25", "computed"])
 def test_single_term_order_is_fts5_bm25_order(corpus, monkeypatch, path) -> None:
     """Ranking: the computed bm25 orders one term's matches as FTS5's bm25() does (more
-    occurrences in a shorter row first), then priority, then recency."""
+    occurrences in a shorter row first), weighted by kind (errors and code changes before tool
+    output), then priority, then recency."""
     conn = corpus
     if path != "rare":
         monkeypatch.setattr(queries, "DF_WALK", 5)
@@ -163,7 +165,9 @@ def test_single_term_order_is_fts5_bm25_order(corpus, monkeypatch, path) -> None
     hits, _ = _search(conn, ("alpha",), project="/p")
     ref = [r[0] for r in conn.execute(
         "SELECT a.id FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid WHERE archive_fts MATCH ?"
-        " AND a.project = '/p' ORDER BY bm25(archive_fts), a.priority DESC, a.id DESC",
+        " AND a.project = '/p' ORDER BY bm25(archive_fts)"
+        f" * (CASE WHEN a.kind IN ('error', 'code_change') THEN {recall_rank.WORK_WEIGHT} ELSE 1 END),"
+        " a.priority DESC, a.id DESC",
         ('{text summary} : "alpha"',))]
     assert [h["id"] for h in hits] == ref
     assert hits[0]["score"] > hits[-1]["score"]

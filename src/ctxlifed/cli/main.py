@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -173,6 +174,9 @@ def cmd_recall(ns: argparse.Namespace, sock: str) -> int:
         print(json.dumps(r, indent=2, ensure_ascii=False))
     else:
         print(r.get("markdown", ""))
+        if not r.get("total") and r.get("project") and ns.id is None:
+            print(f"Searched project {r['project']} only (the project of the current folder); search every project:"
+                  f" {shlex.join(['ctxlifectl', 'recall', '--all-projects', *ns.words])}")
     return 0
 
 

@@ -5,7 +5,8 @@ Rules:
   in its first and last :data:`SCAN_HEAD` / :data:`SCAN_TAIL` characters.
 - :func:`detect_facts` finds lines/sentences that are pending items (TODO, FIXME, next step, pending,
   still need to, ``- [ ]``, 待办, 待定, 未解决, 下一步, 还没决定 ...), decisions (we decided, decision:,
-  let's go with, we will use, chose X over Y, 决定, 决策, 采用, 选用, 选择了 ...) or constraints (must,
+  let's go with, we will use, chose X over Y, we switched / moved / migrated / replaced ..., let's switch
+  to, 决定, 决策, 采用, 选用, 选择了, 改用, 换成, 切换到 ...) or constraints (must,
   must not, never, always, do not, required, 必须, 不要, 禁止, 不能, 约束 ...), checked in that order (so
   "还没决定" is pending, not a decision). Fenced code is skipped; at most :data:`MAX_FACTS` facts of at
   most :data:`MAX_FACT_CHARS` characters each, deduplicated, in order of appearance.
@@ -126,7 +127,9 @@ _DECISION_RE = re.compile(
     r"\bwe(?:'ve|\s+have)?\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]|\blet'?s\s+go\s+with\b"
     r"|\bwe(?:'ll|\s+will)\s+(?:use|go\s+with|adopt)\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
     r"|\bopted\s+for\b"
-    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用",
+    r"|\bwe(?:'ve|\s+have)?\s+(?:now\s+)?(?:switched|moved|migrated|changed|replaced|reverted)\b"
+    r"|\blet'?s\s+(?:switch|move|migrate)\s+to\b"
+    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用|改用|换成|改为|切换到|迁移到",
     re.I,
 )
 _CONSTRAINT_RE = re.compile(

@@ -10,6 +10,8 @@ Rules:
     ``type:<kind>`` / ``kind:<kind>``  a Kind value, its plural, or an alias (errors->error,
                         tests->test_result, decision(s)->decision, code->code_change, tool->tool,
                         summary->compact_summary, lesson(s)->lesson, …); unknown -> RecallQueryError.
+                        ``type:error`` also matches failed test runs (the store's rule); ``type:test``
+                        is test runs only.
     ``id:<n>`` / ``#<n>``  a positive integer that fits SQLite's int64; ``id:`` with anything else is
                         an error, while ``#word`` stays an ordinary word.
     ``session:<sid>``   a session id ([A-Za-z0-9_-]{1,128}); anything else -> RecallQueryError.
@@ -25,6 +27,9 @@ Rules:
   terms are joined by spaces (implicit AND). User text can therefore never be parsed as FTS5
   syntax (``AND``, ``NEAR``, ``*``, ``^``, ``col:``…). Terms with no letter or digit are dropped;
   duplicates are dropped; "" means nothing is searchable (the caller must not run MATCH then).
+- ``fts_term_expression(term)``: one term for the word index; an identifier term also matches
+  its words as a phrase (``LockTimeout`` -> ``"LockTimeout" OR "Lock Timeout"``), built from
+  quoted strings only, like the above.
 - ``needs_substring_fallback(term)``: True for a term shorter than 3 characters that contains a CJK
   character — the trigram tokenizer cannot match it, so the store must use a LIKE/instr scan.
 """
@@ -36,12 +41,14 @@ import re
 import msgspec
 
 from ctxlifed.core.model import PHASES, Kind, _is_cjk
+from ctxlifed.core.recall_rank import identifier_phrase
 
 __all__ = [
     "RecallQuery",
     "RecallQueryError",
     "parse_recall",
     "fts_match_expression",
+    "fts_term_expression",
     "needs_substring_fallback",
     "PHASE_ALIASES",
     "KIND_ALIASES",
@@ -134,6 +141,7 @@ _ALL_TOKENS = {"--all", "--all-projects", "scope:all"}
 _SESSION = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")
 _QUOTES = {'"': '"', "\u201c": "\u201d"}  # "…" and “…”
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_WORD_RUN = re.compile(r"[^\W_]+")  # a unicode61 token, roughly
 _SURROGATE = re.compile("[\ud800-\udfff]")  # lone surrogates cannot be encoded for SQLite
 
 
@@ -275,6 +283,20 @@ def fts_match_expression(words: tuple[str, ...] | list[str], phrases: tuple[str,
         seen.add(t)
         out.append('"' + t.replace('"', '""') + '"')
     return " ".join(out)
+
+
+def fts_term_expression(term: str) -> str:
+    """One term for the word index: its FTS5 string, or, for a term holding a mixed-case identifier
+    (``LockTimeout``), its string OR its words as a phrase (``"LockTimeout" OR "Lock Timeout"``), so
+    that it also finds ``lock_timeout`` and ``lock timeout`` (which the index reads as those words,
+    as it reads ``LockTimeout``'s since schema 0011). "" when not searchable."""
+    expr = fts_match_expression((term,), ())
+    if not expr:
+        return ""
+    parts = [(p, identifier_phrase(p)) for p in _WORD_RUN.findall(_clean_term(term))]
+    if not any(split for _p, split in parts):
+        return expr  # "lock_timeout" is already the phrase "lock timeout" for the word index
+    return f"({expr} OR {fts_match_expression((' '.join(split or p for p, split in parts),), ())})"
 
 
 def needs_substring_fallback(term: str) -> bool:

@@ -157,6 +157,7 @@ class RecallHitView(_R, kw_only=True):
     summary: str = ""
     snippet: str = ""
     score: float = 0.0
+    superseded_by: int | None = None  # a later decision replaced this one
 
 
 class RecallResult(_R, kw_only=True):
@@ -164,6 +165,7 @@ class RecallResult(_R, kw_only=True):
     total: int
     hits: list[RecallHitView] = []
     text: str | None = None  # full text for --id
+    project: str | None = None  # the project searched; None: every project (or an --id lookup)
 
 
 # -- phase --------------------------------------------------------------------------------------

@@ -793,7 +793,8 @@ class Service:
             snip = SUM.snippet(h.get("window", ""), terms) if terms else ""
             views.append(M.RecallHitView(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"],
                                          kind=h["kind"], phase=h["phase"], tool=h["tool"], summary=h["summary"],
-                                         snippet=snip, score=round(float(h["score"]), 3)))
+                                         snippet=snip, score=round(float(h["score"]), 3),
+                                         superseded_by=h.get("superseded_by")))
             rh.append(R.RecallHit(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"], kind=h["kind"],
                                   phase=h["phase"], tool=h["tool"], summary=h["summary"], snippet=snip,
                                   score=float(h["score"])))
@@ -810,9 +811,9 @@ class Service:
             views.insert(0, _hit_view({"id": page["id"], "session": page["session"] or "", "project": page["project"],
                                        "ts": page["ts"], "kind": "ledger", "phase": q.phase, "tool": None,
                                        "summary": page["path"]}))
-            return M.RecallResult(markdown=md, total=total + 1, hits=views)
+            return M.RecallResult(markdown=md, total=total + 1, hits=views, project=project)
         md = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens, total=total, ctl=ctl_command())
-        return M.RecallResult(markdown=md, total=total, hits=views)
+        return M.RecallResult(markdown=md, total=total, hits=views, project=project)
 
     # -- phase / forget ------------------------------------------------------------------------
     async def phase_set(self, p: M.PhaseSetParams) -> M.PhaseSetResult:

@@ -4,6 +4,8 @@ Rules:
 - Only the writer calls these (``await writer.run(partial(fn, ...))``); they never commit.
 - Text arrives already redacted and bounded by the service; this layer only dedups and stores.
 - Archive dedup: one row per (project, content hash); a repeat returns the existing id.
+- Every write of an archive text writes its ``idents`` too (the words of its mixed-case
+  identifiers, indexed by the word index since schema 0011).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from dataclasses import dataclass
+
+from ..core.recall_rank import identifier_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +86,11 @@ def insert_archive(conn: sqlite3.Connection, row: ArchiveRow) -> tuple[int, bool
         return int(found[0]), False
     cur = conn.execute(
         "INSERT INTO archive(hash, session, project, ts, kind, phase, tool, file_path, uid, event_id,"
-        " priority, category, level, summary, text, chars, truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " priority, category, level, summary, text, chars, truncated, idents)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (h, row.session, row.project, row.ts, row.kind, row.phase, row.tool, row.file_path, row.uid,
          row.event_id, row.priority, row.category, row.level, row.summary, row.text, len(row.text),
-         int(row.truncated)),
+         int(row.truncated), identifier_words(row.text)),
     )
     return int(cur.lastrowid or 0), True
 
@@ -101,8 +106,9 @@ def upsert_archive_by_uid(conn: sqlite3.Connection, row: ArchiveRow) -> int:
         return insert_archive(conn, row)[0]
     aid = int(found[0])
     if found[1] != row.text:
-        conn.execute("UPDATE archive SET text = ?, summary = ?, chars = ?, ts = ?, hash = ? WHERE id = ?",
-                     (row.text, row.summary, len(row.text), row.ts, f"{content_hash(row.kind, row.text)}:{aid}", aid))
+        conn.execute("UPDATE archive SET text = ?, summary = ?, chars = ?, ts = ?, hash = ?, idents = ? WHERE id = ?",
+                     (row.text, row.summary, len(row.text), row.ts, f"{content_hash(row.kind, row.text)}:{aid}",
+                      identifier_words(row.text), aid))
     return aid
 
 
@@ -213,4 +219,5 @@ def _cut_from_logs(conn: sqlite3.Connection, project: str | None, texts: list[st
         kept = [ln for ln in text.splitlines(keepends=True) if not any(t in ln for t in texts)]
         new = "".join(kept)
         if new != text:
-            conn.execute("UPDATE archive SET text = ?, chars = ? WHERE id = ?", (new, len(new), aid))
+            conn.execute("UPDATE archive SET text = ?, chars = ?, idents = ? WHERE id = ?",
+                         (new, len(new), identifier_words(new), aid))

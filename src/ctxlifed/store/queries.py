@@ -2,15 +2,19 @@
 
 Rules:
 - Reads are short: bounded LIMITs everywhere, no read holds a transaction past its function.
-- User text reaches FTS5 only through ``fts_match_expression`` (every term quoted), so no query
-  can raise an FTS syntax error.
+- User text reaches FTS5 only through ``fts_match_expression`` / ``fts_term_expression`` (every
+  term quoted; an identifier term is an OR group, so terms are joined with an explicit AND), so no
+  query can raise an FTS syntax error.
 - Bounded work per search, whatever the archive size: each index ranks only the newest
   ``RANK_WINDOW`` rows that match and pass the filters (FTS5 walks its doclist newest first and
-  stops there), and the display columns are read for the returned hits only. Below that many
+  stops there); ranking reads kind, tool and summary of at most that many candidates, the display
+  columns are read for the returned hits only. Below that many
   matches the result is exactly "all matches ranked"; above it, older matches are reached by a
   more specific query. ``total`` is the number of matches, capped at ``TOTAL_CAP`` (counted on from
   the window's oldest id, not again from the top).
-- Word index (schema 0006): user terms match the ``text`` and ``summary`` columns only; the
+- Word index (schema 0006, 0011): user terms match the ``text``, ``summary`` and ``idents`` (words
+  of mixed-case identifiers) columns only, an identifier term also as its words
+  (``fts_term_expression``); the
   ``tags`` column holds one token per project, session, phase and kind (``tag_token``), so filters
   are intersected inside the index instead of by visiting every term match. A filter held by more
   than ``TAG_DENSE`` of the newest rows is left to the join (decoding its long doclist costs more
@@ -46,8 +50,21 @@ Rules:
   occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` ids are also
   scanned with ``instr()``. ``instr()`` confirms case (the index folds it) and any other short
   term. Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
-- Ranking: bm25 first, then priority, then recency (1–2 character CJK terms: priority,
-  then recency; substring matches: recency).
+- ``type:error`` (kinds holding "error" but not "test_result") also matches failed test runs:
+  test_result rows whose summary opens ``[test_result FAILED]`` (``core.summarize``'s header).
+- Ranking (``_rank``, rules in ``core/recall_rank.py``): each path's candidates (the word index's
+  window, the trigram window, rows waiting for the trigram index, substring and short CJK matches)
+  are ordered by text relevance (-bm25; 1 where a path has none) times the kind weight, echoes
+  after every content row, a superseded decision just below its replacement, then priority, then
+  recency. Bounded: a hit is classified from its kind, tool and summary (never its text, unless it
+  has no summary), ``RANK_STEP`` candidates at a time, best relevance first, until no unread one
+  can reach the ``limit``-th content score; a path without relevance ranks its first
+  ``RANK_FLAT``. Echoes told by a lookup (assistant text of a recall turn, facts found in an echo)
+  are looked up for the best ``limit`` content rows, together (two statements a round), until all
+  were (at most ``RANK_LOOKUPS`` rows); supersession is checked for the best ``2 * limit``
+  decisions against the newest ``LATER_DECISIONS`` later ones of their project. Across paths,
+  echoes also come last. A superseded hit carries ``superseded_by`` and its summary opens
+  ``(superseded by #N)``.
 """
 
 from __future__ import annotations
@@ -58,7 +75,8 @@ import re
 import sqlite3
 from typing import Any
 
-from ..core.recall_query import fts_match_expression, needs_substring_fallback
+from ..core import recall_rank as RR
+from ..core.recall_query import fts_match_expression, fts_term_expression, needs_substring_fallback
 from . import backlog
 
 SCAN_CAP = 200_000  # rows examined by a substring scan without an index, newest first
@@ -73,6 +91,7 @@ BM25_BUDGET = 80_000  # term matches FTS5's bm25() may read for its IDF (~2 ms; 
 PHRASE_COST = 8  # times: its matches are checked against positions)
 K1, B = 1.2, 0.75  # bm25 parameters (FTS5's)
 WINDOW = 360
+_WORD_COLS = "text summary idents"  # the word index's columns user terms match (not ``tags``)
 _VOCAB = "temp.ctxlifed_tri_vocab"
 
 
@@ -89,9 +108,17 @@ def _filters(project: str | None, session: str | None, phase: str | None,
         sql.append(f"{alias}.phase = ?")
         args.append(phase)
     if kinds:
-        sql.append(f"{alias}.kind IN ({','.join('?' * len(kinds))})")
+        cond = f"{alias}.kind IN ({','.join('?' * len(kinds))})"
+        if _with_red_tests(kinds):  # a failed test run is an error to the user (its summary says so)
+            cond = f"({cond} OR ({alias}.kind = 'test_result' AND {alias}.summary LIKE '[test_result FAILED]%'))"
+        sql.append(cond)
         args.extend(kinds)
     return (" AND ".join(sql) or "1"), args
+
+
+def _with_red_tests(kinds: tuple[str, ...]) -> bool:
+    """``type:error`` also holds failed test runs; ``type:test`` stays the narrow form."""
+    return "error" in kinds and "test_result" not in kinds
 
 
 def _has_cjk(s: str) -> bool:
@@ -152,7 +179,7 @@ def _tag_expression(conn: sqlite3.Connection, top: int, project: str | None, ses
         if value is not None:
             wanted.append([tag_token(letter, value)])
     if kinds:
-        wanted.append([tag_token("k", k) for k in kinds])
+        wanted.append([tag_token("k", k) for k in (*kinds, "test_result") if k in kinds or _with_red_tests(kinds)])
     dense: list[str] = []
     for toks in wanted:
         if None in toks:
@@ -228,7 +255,7 @@ def _doc_freqs(conn: sqlite3.Connection, term_exprs: list[str], top: int) -> lis
     the id span it covered (ids are dense)."""
     out = []
     for te in term_exprs:
-        cnt, low = _walk(conn, f"{{text summary}} : ({te})")
+        cnt, low = _walk(conn, f"{{{_WORD_COLS}}} : ({te})")
         if cnt < DF_WALK:
             out.append((float(cnt), True))
         else:
@@ -240,10 +267,10 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
                  args: list[Any], extra: str, extra_args: list[Any]) -> tuple[list[tuple[int, float, int]], str, bool]:
     """(id, bm25, priority) of the newest RANK_WINDOW rows of the word index matching every term and
     the filters; the MATCH expression used; whether it applies every filter itself (tags)."""
-    term_exprs = list(dict.fromkeys(e for e in (fts_match_expression((t,), ()) for t in terms) if e))
+    term_exprs = list(dict.fromkeys(e for e in (fts_term_expression(t) for t in terms) if e))
     if not term_exprs:
         return [], "", False
-    words = f"{{text summary}} : ({' '.join(term_exprs)})"
+    words = f"{{{_WORD_COLS}}} : ({' AND '.join(term_exprs)})"  # AND: implicit only between strings
     top = conn.execute("SELECT max(rowid) FROM archive_fts_docsize").fetchone()[0] or 0
     dfs = _doc_freqs(conn, term_exprs, top)
     if all(exact for _df, exact in dfs):
@@ -272,7 +299,8 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     # Very common terms: bm25 computed here over the window (see the module rules).
     rows = conn.execute(
         "SELECT a.id, a.priority, highlight(archive_fts, 0, char(1), char(2)),"
-        " highlight(archive_fts, 1, char(1), char(2)), d.sz FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
+        " highlight(archive_fts, 1, char(1), char(2)) || ' ' || highlight(archive_fts, 2, char(1), char(2)),"
+        " d.sz FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
         " LEFT JOIN archive_fts_docsize d ON d.id = archive_fts.rowid"
         f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
         (match, *args, *extra_args)).fetchall()
@@ -323,6 +351,157 @@ def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: li
         f" WHERE {table} MATCH ?{span} AND {where}{extra} LIMIT {cap})", (expr, *args, *extra_args)).fetchone()[0]
 
 
+# --------------------------------------------------------------------------- ranking (see the module rules)
+
+RANK_STEP = 60  # candidates classified at a time, best text relevance first
+RANK_FLAT = 100  # candidates of a path without text relevance (substrings, short CJK) that are ranked
+RANK_LOOKUPS = 40  # assistant / fact hits checked for an echo by a lookup, best first
+TURN_SPAN = 200  # ids before an assistant row searched for the prompt or Bash call of its turn
+FACT_SPAN = 64  # ids before a fact searched for the prompt / assistant text it was found in
+LATER_DECISIONS = 50  # newest later decisions of a project a decision hit is compared with
+HEAD_CHARS = 600  # start of a text read to classify a hit that has no summary
+_FACTS = ("decision", "constraint", "pending")
+
+
+def _head(alias: str) -> str:
+    """A row's text for classifying it: its summary (``[kind] Tool: command``, then the opening or
+    the facts; short, and stored before the text, so no overflow page is read), else the text's start."""
+    return f"CASE WHEN {alias}.summary != '' THEN {alias}.summary ELSE substr({alias}.text, 1, {HEAD_CHARS}) END"
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _features(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple]:
+    """id -> (kind, tool, project, head, priority) of the given rows (at most RANK_STEP)."""
+    return {r[0]: r[1:] for r in conn.execute(
+        f"SELECT a.id, a.kind, a.tool, a.project, {_head('a')}, a.priority FROM archive a"
+        f" WHERE a.id IN ({_marks(len(ids))})", ids)}
+
+
+def _echo_lookups(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> dict[int, bool]:
+    """id -> echo? for (id, kind) assistant and fact rows: assistant text answering a turn that
+    recalled (the nearest prompt or Bash call before it in its session, within TURN_SPAN ids, is a
+    recall), a fact found in an echo (the nearest prompt or assistant row of its event, within
+    FACT_SPAN ids). Two statements whatever the number of rows."""
+    facts = [i for i, k in rows if k in _FACTS]
+    source: dict[int, int | None] = {}
+    if facts:
+        source = dict(conn.execute(
+            f"SELECT a.id, (SELECT s.id FROM archive s WHERE s.session = a.session AND s.id < a.id"
+            f" AND s.id >= a.id - {FACT_SPAN} AND s.event_id = a.event_id AND s.kind IN ('prompt', 'assistant')"
+            f" ORDER BY s.id DESC LIMIT 1) FROM archive a WHERE a.id IN ({_marks(len(facts))})", facts))
+    look = sorted({i for i, k in rows if k == "assistant"} | {v for v in source.values() if v})
+    info: dict[int, tuple] = {}
+    if look:
+        info = {r[0]: r[1:] for r in conn.execute(
+            f"SELECT a.id, a.kind, a.tool, {_head('a')}, CASE WHEN a.kind = 'assistant' THEN"
+            f" (SELECT p.kind || char(1) || coalesce(p.tool, '') || char(1) || {_head('p')} FROM archive p"
+            f" WHERE p.session = a.session AND p.id < a.id AND p.id >= a.id - {TURN_SPAN}"
+            f" AND (p.kind = 'prompt' OR p.tool = 'Bash') ORDER BY p.id DESC LIMIT 1) END"
+            f" FROM archive a WHERE a.id IN ({_marks(len(look))})", look)}
+
+    def echo(i: int | None) -> bool:
+        if i is None or i not in info:
+            return False
+        kind, tool, head, turn = info[i]
+        if RR.is_echo(kind, tool, head or ""):
+            return True
+        if not turn:
+            return False
+        pk, pt, ph = turn.split("\x01", 2)
+        return RR.is_recall_text(pk, pt or None, ph)
+
+    return {i: echo(i) if k == "assistant" else echo(source.get(i)) for i, k in rows}
+
+
+def _superseding(conn: sqlite3.Connection, decisions: list[tuple[int, str, str]]) -> dict[int, int]:
+    """old id -> id of the later decision of its project that supersedes it, for the given
+    (id, project, text) decision hits. Later decisions found in an echo supersede nothing."""
+    out: dict[int, int] = {}
+    by_project: dict[str, list[tuple[int, str]]] = {}
+    for aid, project, text in decisions:
+        by_project.setdefault(project, []).append((aid, text))
+    for project, olds in by_project.items():
+        later = conn.execute(
+            "SELECT a.id, a.text FROM archive a WHERE a.project = ? AND a.kind = 'decision'"
+            f" AND a.id > ? ORDER BY a.id DESC LIMIT {LATER_DECISIONS}", (project, min(i for i, _t in olds))).fetchall()
+        topics = [(lid, RR.topic_words(lt)) for lid, lt in reversed(later)]  # oldest first
+        found = {aid: [lid for lid, new in topics if lid > aid and RR.supersedes(RR.topic_words(text), new)]
+                 for aid, text in olds}
+        echo = _echo_lookups(conn, [(i, "decision") for i in sorted({i for ls in found.values() for i in ls})])
+        for aid, lids in found.items():
+            lid = next((i for i in lids if not echo.get(i)), None)  # the first later one that replaced it
+            if lid is not None:
+                out[aid] = lid
+    return out
+
+
+def _rank(conn: sqlite3.Connection, rows: list[tuple[int, float, int | None]], limit: int, base: float,
+          notes: dict[int, dict[str, Any]]) -> list[tuple[int, float]]:
+    """(id, score) best first for (id, text relevance >= 0, priority or None: the stored one)
+    candidates: relevance times the kind weight, echoes after all content, a superseded decision
+    below its replacement, then priority, then recency. Marks echoes and superseded decisions in
+    ``notes``. Candidates are classified best relevance first, RANK_STEP at a time, until no
+    unread one can reach the ``limit``-th content score (its relevance times the largest weight):
+    those are left out (``limit`` content rows rank above them)."""
+    if not rows:
+        return []
+    rows = sorted(rows, key=lambda r: -r[1])  # stable: a path's own order breaks ties
+    cand: list[list[Any]] = []  # [id, score, priority, echo, features, echo known]
+    looked = done = 0
+
+    def order() -> None:
+        cand.sort(key=lambda c: (c[3], -c[1], -c[2], -c[0]))
+
+    while done < len(rows):
+        batch = rows[done:done + RANK_STEP]
+        done += len(batch)
+        feats = _features(conn, [r[0] for r in batch])
+        for aid, rel, prio in batch:
+            f = feats.get(aid)
+            if f is None:
+                continue
+            kind, tool, _project, head, stored = f
+            head = head or ""
+            cand.append([aid, rel * RR.weight(kind, head), stored if prio is None else prio,
+                         RR.is_echo(kind, tool, head), f, kind != "assistant" and kind not in _FACTS])
+        order()
+        # Echoes that need a lookup (assistant text of a recall turn, facts found in echoes): the best
+        # `limit` content rows are checked, together, until they all were (rows below cannot pass them).
+        while looked < RANK_LOOKUPS:
+            top = [c for c in cand if not c[3]][:limit]
+            todo = [c for c in top if not c[5]][: RANK_LOOKUPS - looked]
+            if not todo:
+                break
+            looked += len(todo)
+            echo = _echo_lookups(conn, [(c[0], c[4][0]) for c in todo])
+            for c in todo:
+                c[3], c[5] = echo[c[0]], True
+            order()
+        content = [c[1] for c in cand if not c[3]]
+        if len(content) >= limit and done < len(rows) and rows[done][1] * RR.FACT_WEIGHT <= content[limit - 1]:
+            break
+    decisions = [c for c in cand[: 2 * limit] if not c[3] and c[4][0] == "decision"]
+    if decisions:
+        texts = dict(conn.execute(f"SELECT id, text FROM archive WHERE id IN ({_marks(len(decisions))})",
+                                  [c[0] for c in decisions]).fetchall())
+        sup = _superseding(conn, [(c[0], c[4][2], texts.get(c[0], "")) for c in decisions])
+        score = {c[0]: c for c in cand}
+        for c in sorted((c for c in decisions if c[0] in sup), key=lambda c: -c[0]):
+            new = score.get(sup[c[0]])
+            c[1] /= RR.FACT_WEIGHT  # a superseded decision weighs as chatter
+            if new is not None and not new[3]:
+                c[1] = min(c[1], new[1] - 1e-6)
+            notes.setdefault(c[0], {})["superseded_by"] = sup[c[0]]
+        order()
+    for c in cand:
+        if c[3]:
+            notes.setdefault(c[0], {})["echo"] = True
+    return [(c[0], (0.0 if c[3] else base) + c[1]) for c in cand]
+
+
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -348,7 +527,7 @@ def _no_substring_match(conn: sqlite3.Connection, terms: tuple[str, ...], projec
         return False
     toks = [t for t in (project is not None and tag_token("p", project),
                         session is not None and tag_token("s", session)) if t]
-    match = f"{{text summary}} : ({fts_match_expression(tuple(inner), ())})"
+    match = f"{{{_WORD_COLS}}} : ({fts_match_expression(tuple(inner), ())})"
     if toks:
         match += " AND tags : (" + " AND ".join(f'"{t}"' for t in toks) + ")"
     return conn.execute("SELECT 1 FROM archive_fts WHERE archive_fts MATCH ? LIMIT 1", (match,)).fetchone() is None
@@ -459,6 +638,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
 
     scores: dict[int, float] = {}
     order: list[int] = []
+    notes: dict[int, dict[str, Any]] = {}  # echo / superseded_by, from _rank
     total = 0
 
     def take(ids_scores: list[tuple[int, float]]) -> None:
@@ -474,25 +654,24 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
         if not cjk:
             win, match, covered = _word_window(conn, long_terms, (project, session, phase, kinds), where, args,
                                                extra, extra_args)
-            win.sort(key=lambda r: (r[1], -r[2], -r[0]))
-            take([(r[0], 100.0 - r[1]) for r in win[:limit]])
+            take(_rank(conn, [(i, -bm, p) for i, bm, p in win], limit, 100.0, notes)[:limit])
             if match:
                 total = _count(conn, "archive_fts", match, where, args, extra, extra_args, len(win),
                                join=bool(extra) or not covered, below=min(r[0] for r in win) if win else 0)
         if trigram and len(order) < limit and all(len(t) >= 3 for t in long_terms):
             # Rows not in the trigram index yet (backlog.py): the newest, so first, by substring.
             pend = backlog.pending_matches(conn, long_terms, where, args, extra, extra_args, limit)
-            take([(i, 50.0) for i in pend])
+            take(_rank(conn, [(i, 1.0, None) for i in pend], limit, 50.0, notes))
             if cjk:  # the trigram index is the primary index for CJK: ranked like the word index
                 win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
-                win.sort(key=lambda r: (r[1], -r[0]))
-                take([(r[0], 50.0 - r[1]) for r in win[: limit + len(order)]])
+                take(_rank(conn, [(i, -bm, p) for i, bm, p in win], limit, 50.0, notes)[: limit + len(order)])
                 total = max(total, len(pend) + _count(conn, "archive_tri", expr, where, args, extra, extra_args,
                                                       len(win)))
             elif pend or not _no_substring_match(conn, long_terms, project, session):
                 # substrings of words the word index did not match: the newest rows, newest first
                 ids = _substring_window(conn, expr, where, args, extra, extra_args)
-                take([(i, 50.0) for i in ids[: limit + len(order)]])
+                take(_rank(conn, [(i, 1.0, None) for i in ids[:RANK_FLAT]], limit, 50.0,
+                           notes)[: limit + len(order)])
                 if not total:
                     total = min(len(pend) + len(ids), TOTAL_CAP)
         if len(order) < limit and (not trigram or any(len(t) < 3 for t in long_terms)):
@@ -502,11 +681,11 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
                 f"SELECT a.id FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
                 f" WHERE {sub}{extra} ORDER BY a.id DESC LIMIT ?",
                 (*args, *long_terms, *extra_args, limit)).fetchall()
-            take([(r[0], 10.0) for r in rows])
+            take(_rank(conn, [(r[0], 1.0, None) for r in rows], limit, 10.0, notes))
             total = max(total, len(order))
     elif short:
         cands = _short_candidates(conn, short, where, args, trigram)
-        take([(i, 10.0) for i, _p in cands[:limit]])
+        take(_rank(conn, [(i, 1.0, p) for i, p in cands[:RANK_FLAT]], limit, 10.0, notes)[:limit])
         total = min(len(cands), TOTAL_CAP)
     else:  # nothing searchable (punctuation only): the newest rows by priority, as a listing
         rows = conn.execute(
@@ -514,12 +693,18 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             f" ORDER BY a.priority DESC, a.id DESC LIMIT ?", (*args, limit)).fetchall()
         take([(r[0], 10.0) for r in rows])
         total = len(order)
+    order.sort(key=lambda i: bool(notes.get(i, {}).get("echo")))  # echoes after content, whatever the path
     ids = order[:limit]
     got = {}
     if ids:
         marks = ",".join("?" * len(ids))
         got = {r[0]: r for r in conn.execute(f"SELECT {_COLS} FROM archive a WHERE a.id IN ({marks})", ids)}
     result = [_row(got[i], scores[i]) for i in ids if i in got]
+    for h in result:
+        later = notes.get(h["id"], {}).get("superseded_by")
+        if later is not None:
+            h["superseded_by"] = later
+            h["summary"] = f"(superseded by #{later}) {h['summary']}"
     first = terms[0]
     for h in result:
         h["window"] = window(conn, h["id"], first)

@@ -1,7 +1,8 @@
 """Schema and migrations.
 
 Rules:
-- Migrations are append-only: a released migration is never edited; add a new one.
+- Migrations are append-only: a released migration is never edited; add a new one. A step is an
+  SQL statement or a function of the connection (for data no SQL can compute).
 - Each migration runs inside the caller's ``BEGIN IMMEDIATE`` transaction and is recorded in
   ``_migrations``; running ``migrate`` twice is a no-op.
 - FTS5 tables are external-content tables over ``archive`` kept in sync by triggers: a word index
@@ -12,11 +13,15 @@ Rules:
   plus ``tags``, one token per project, session, phase and kind, so recall filters are applied
   inside the index. 0006 rebuilds that index from ``archive`` (~4 s per 100k rows). Its update
   trigger fires on every column the index holds (text, summary, project, session, phase, kind).
+- Since 0011 the word index also holds ``idents`` (archive's column of the words of mixed-case
+  identifiers, filled by the writer): ``text, summary, idents, tags``. 0011 fills the column for the
+  rows already stored and rebuilds the index (like 0006), then sets 0009's merge settings again.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 import sqlite_utils
 
@@ -268,7 +273,59 @@ _TRI_MERGE = [
     "INSERT INTO archive_tri(archive_tri, rank) VALUES ('crisismerge', 64)",
 ]
 
-MIGRATIONS: list[tuple[str, list[str]]] = [
+# Identifier words in the word index (0011): ``archive.idents`` holds the words of the text's
+# mixed-case identifiers (``LockTimeout`` -> ``Lock Timeout``, ``core.recall_rank.identifier_words``;
+# the writer fills it, ``store.ops``), indexed as the word index's ``idents`` column, so that
+# ``lock timeout`` and ``timeout`` find ``LockTimeout`` (unicode61 already splits ``lock_timeout`` and
+# ``db.pool.size``). The index gains a column: it is rebuilt (like 0006), after the rows already
+# stored got their words; the merge settings of 0009 are set again on the new table.
+def _fill_idents(conn: sqlite3.Connection) -> None:
+    from ..core.recall_rank import identifier_words  # pure; the writer computes the same
+
+    last = 0
+    while True:
+        rows = conn.execute("SELECT id, text FROM archive WHERE id > ? AND (text GLOB '*[a-z0-9][A-Z]*'"
+                            " OR text GLOB '*[A-Z][A-Z][a-z]*') ORDER BY id LIMIT 2000", (last,)).fetchall()
+        if not rows:
+            return
+        conn.executemany("UPDATE archive SET idents = ? WHERE id = ?",
+                         [(w, aid) for aid, text in rows if (w := identifier_words(text))])
+        last = rows[-1][0]
+
+
+_FTS_IDENTS: list[str | Callable[[sqlite3.Connection], None]] = [
+    "ALTER TABLE archive ADD COLUMN idents TEXT NOT NULL DEFAULT ''",
+    "DROP TRIGGER IF EXISTS archive_ai",
+    "DROP TRIGGER IF EXISTS archive_ad",
+    "DROP TRIGGER IF EXISTS archive_au",
+    "DROP TABLE IF EXISTS archive_fts",
+    "DROP VIEW IF EXISTS archive_words",
+    _fill_idents,
+    f"""CREATE VIEW archive_words AS
+        SELECT a.id AS id, a.text AS text, a.summary AS summary, a.idents AS idents, {_tags_sql('a')} AS tags
+        FROM archive a""",
+    """CREATE VIRTUAL TABLE archive_fts USING fts5(
+        text, summary, idents, tags, content='archive_words', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    f"""CREATE TRIGGER archive_ai AFTER INSERT ON archive BEGIN
+        INSERT INTO archive_fts(rowid, text, summary, idents, tags)
+            VALUES (new.id, new.text, new.summary, new.idents, {_tags_sql('new')});
+    END""",
+    f"""CREATE TRIGGER archive_ad AFTER DELETE ON archive BEGIN
+        INSERT INTO archive_fts(archive_fts, rowid, text, summary, idents, tags)
+            VALUES ('delete', old.id, old.text, old.summary, old.idents, {_tags_sql('old')});
+    END""",
+    f"""CREATE TRIGGER archive_au AFTER UPDATE OF text, summary, idents, project, session, phase, kind ON archive BEGIN
+        INSERT INTO archive_fts(archive_fts, rowid, text, summary, idents, tags)
+            VALUES ('delete', old.id, old.text, old.summary, old.idents, {_tags_sql('old')});
+        INSERT INTO archive_fts(rowid, text, summary, idents, tags)
+            VALUES (new.id, new.text, new.summary, new.idents, {_tags_sql('new')});
+    END""",
+    "INSERT INTO archive_fts(archive_fts) VALUES ('rebuild')",
+    *_FTS_MERGE,
+]
+
+MIGRATIONS: list[tuple[str, list[str | Callable[[sqlite3.Connection], None]]]] = [
     ("0001_base", _BASE),
     ("0002_fts_words", _FTS_WORDS),
     ("0003_fts_trigram", _FTS_TRIGRAM),
@@ -279,6 +336,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0008_events_pending", _EVENTS_PENDING),
     ("0009_fts_merge", _FTS_MERGE),
     ("0010_tri_merge", _TRI_MERGE),
+    ("0011_fts_idents", _FTS_IDENTS),
 ]
 
 
@@ -303,7 +361,10 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         if name in ("0003_fts_trigram", "0007_tri_deferred", "0010_tri_merge") and not trigram:
             continue
         for stmt in stmts:
-            conn.execute(stmt)
+            if callable(stmt):
+                stmt(conn)
+            else:
+                conn.execute(stmt)
         conn.execute(
             "INSERT INTO _migrations(name, applied_ts) VALUES (?, strftime('%s','now'))", (name,)
         )
