@@ -26,6 +26,7 @@ from typing import Any
 from .. import __version__
 from ..core import figures as F
 from ..runtime import paths as P
+from ..runtime.ctl import ctl_command
 from . import shimstate
 from .client import DaemonUnavailable, RemoteError, UntrustedSocket, call, pid_alive, wait_ready
 
@@ -176,7 +177,7 @@ def cmd_recall(ns: argparse.Namespace, sock: str) -> int:
         print(r.get("markdown", ""))
         if not r.get("total") and r.get("project") and ns.id is None:
             print(f"Searched project {r['project']} only (the project of the current folder); search every project:"
-                  f" {shlex.join(['ctxlifectl', 'recall', '--all-projects', *ns.words])}")
+                  f" {ctl_command()} {shlex.join(['recall', '--all-projects', *ns.words])}")
     return 0
 
 
