@@ -172,6 +172,29 @@ def test_data_lock_is_taken_by_a_socket_activated_daemon(short_tmp: Path, figure
         assert proc.wait(timeout=20) == 0
 
 
+def test_ctxlifectl_finds_the_daemon_of_the_data_dir_on_another_socket(short_tmp: Path, procs: Any,
+                                                                       figures: Any) -> None:
+    """A shell whose socket differs (no XDG_RUNTIME_DIR): `daemon start` does not start a second daemon,
+    doctor names the daemon's socket, and `daemon stop` stops the daemon through <data>/ctxlifed.lock."""
+    d = procs().start()
+    env = _env_without_socket(short_tmp)
+    env.pop("XDG_RUNTIME_DIR")
+
+    def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    r = ctl("daemon", "start")
+    figures.record("start_says", r.stdout.strip())
+    assert r.returncode == 0 and f"already running (pid {d.proc.pid}) at {d.env['CTXLIFED_SOCKET']}" in r.stdout
+    r = ctl("doctor")
+    assert f"export CTXLIFED_SOCKET={d.env['CTXLIFED_SOCKET']}" in r.stdout + r.stderr
+    r = ctl("daemon", "stop")
+    figures.record("stop_says", r.stdout.strip())
+    assert f"ctxlifed (pid {d.proc.pid}) stopped" in r.stdout, r.stdout + r.stderr
+    assert d.proc.wait(timeout=30) == 0
+
+
 def test_lock_refusal_and_stale_line(short_tmp: Path) -> None:
     """acquire_lock: a held lock refuses with the holder's pid and socket; a stale line (holder died) is
     simply replaced; a reader takes the first line whole."""

@@ -3,6 +3,10 @@
 Rules:
 - Talks to the daemon through ``cli.client`` only; never imports ``server``, ``service`` or
   ``store`` (a test checks it). ``daemon start`` launches ``python -m ctxlifed`` as a process.
+- ``daemon stop`` returns once the daemon released its locks (``runtime.lock``), not when ``kill -0``
+  stops finding it: an exited daemon stays a zombie until its parent (often init) reaps it.
+  ``daemon start``/``stop`` find a daemon serving the data dir on another socket through
+  ``<data>/ctxlifed.lock``.
 - Exit codes: 0 ok; 1 daemon down or a remote error (the message says what to do); 2 usage error.
 - ``--json`` prints the daemon's result as JSON for scripts; without it output is for humans.
 """
@@ -207,13 +211,9 @@ def _daemon_argv(ns: argparse.Namespace) -> list[str]:
 
 def _data_dir_owner(data_dir: str | None) -> tuple[int, str] | None:
     """(pid, socket) of the daemon holding the data dir's lock, or None."""
-    from ..runtime.lock import is_held, read_owner
+    from ..runtime.lock import holder
 
-    path = os.path.join(P.data_dir(data_dir), P.LOCK_NAME)
-    owner = read_owner(path)
-    if owner is None or not isinstance(owner.get("socket"), str) or not is_held(path):
-        return None
-    return int(owner["pid"]), str(owner["socket"])  # type: ignore[call-overload]
+    return holder(os.path.join(P.data_dir(data_dir), P.LOCK_NAME))
 
 
 def _locks_of(pid: int, sock: str, data_dir: str | None) -> list[str]:

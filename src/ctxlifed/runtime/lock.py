@@ -67,6 +67,14 @@ def is_held(path: str) -> bool:
     return False
 
 
+def holder(path: str) -> tuple[int, str] | None:
+    """(pid, socket) of the live daemon holding the lock ``path``, or None (free, absent, unreadable)."""
+    owner = read_owner(path)
+    if owner is None or not isinstance(owner.get("socket"), str) or not is_held(path):
+        return None
+    return int(owner["pid"]), str(owner["socket"])  # type: ignore[call-overload]
+
+
 def _refusal(path: str, what: str) -> AlreadyRunning:
     owner = read_owner(path) or {}
     pid = owner.get("pid") if isinstance(owner.get("pid"), int) else None
