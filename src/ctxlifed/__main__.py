@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from . import __version__
@@ -37,14 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     paths = P.resolve(args.socket, args.data_dir, args.config)
-    import os
-
     from .daemon import run_daemon
     from .runtime import logs
     from .runtime.dirs import UnsafeDir, ensure_data_dir
     from .runtime.lock import AlreadyRunning
 
     os.umask(0o077)  # before the first file (the log) is made
+    log_file: str | None = None
     try:
         log_file = logs.choose_log_file(args.log_file, paths.log_file)
         if log_file == paths.log_file:
@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_daemon(paths)
     except AlreadyRunning as exc:
         if args.spawned:
+            if log_file is not None:  # the shim's spawn: say in the log why this one did not start
+                import structlog
+
+                structlog.get_logger("ctxlifed").info("not_started", reason="already_running", pid=exc.pid,
+                                                      socket=exc.socket)
             return 0
         print(f"ctxlifed: {exc}", file=sys.stderr)
         return 3

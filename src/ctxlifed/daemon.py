@@ -2,7 +2,8 @@
 
 Rules:
 - Order of start: umask 0o077; data dir created or tightened to 0700; the data-dir flock (one
-  daemon per data dir: a second one, whatever its socket, exits naming the first's pid and socket);
+  daemon per data dir: a second one, whatever its socket, exits naming the first's pid and socket,
+  except a socket-activated one, which asks the first to stop and takes over);
   runtime dir created/verified 0700; the socket flock; bind (or take systemd's socket); open the
   store and migrate; ingest the spool; only then READY=1 and ``task_status``.
 - Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
@@ -42,7 +43,7 @@ from .runtime import systemd
 from .runtime.config import Config, load
 from .runtime import logs
 from .runtime.dirs import ensure_data_dir, ensure_private_dir
-from .runtime.lock import acquire_lock, bind_unix, owns_socket, unlink_if_owned
+from .runtime.lock import AlreadyRunning, acquire_lock, bind_unix, owns_socket, request_shutdown, unlink_if_owned
 from .runtime.logs import configure as configure_logging  # noqa: F401 - the daemon's main and bench use it
 from .runtime.paths import Paths
 from .server.listener import Limits, Server
@@ -53,6 +54,7 @@ from .store.db import Readers, StorageFullError, Writer
 log = structlog.get_logger("ctxlifed")
 
 GRACE_S = 10.0
+TAKEOVER_S = 2 * GRACE_S + 5  # how long a socket-activated daemon waits for the one it asked to stop
 OWNERSHIP_CHECK_S = 2.0
 SPOOL_POLL_S = 1.0
 CHECKPOINT_S = 2.0  # background PASSIVE checkpoints (off the commit path; see store.db.Writer)
@@ -112,8 +114,7 @@ class Daemon:
         inherited = systemd.inherited_listeners()
         if inherited:
             self.activated = True
-            self.data_lock_fd = acquire_lock(self.paths.data_lock, _served_path(inherited, self.paths.socket),
-                                             what="the data directory")
+            self._take_over_data_lock(_served_path(inherited, self.paths.socket))
             return inherited
         self.data_lock_fd = acquire_lock(self.paths.data_lock, self.paths.socket, what="the data directory")
         ensure_private_dir(self.paths.runtime_dir)
@@ -121,6 +122,27 @@ class Daemon:
             self.lock_fd = acquire_lock(self.paths.lock, self.paths.socket)
         sock, self.ident = bind_unix(self.paths.socket)
         return [sock]
+
+    def _take_over_data_lock(self, served: str) -> None:
+        """The data-dir lock for a socket-activated daemon: a daemon started elsewhere (by a shim that
+        saw another socket) is asked to stop, and its lock taken once released (``TAKEOVER_S``)."""
+        try:
+            self.data_lock_fd = acquire_lock(self.paths.data_lock, served, what="the data directory")
+            return
+        except AlreadyRunning as exc:
+            if exc.socket is None or exc.socket == served or not request_shutdown(exc.socket):
+                raise
+            log.warning("taking_over", pid=exc.pid, socket=exc.socket, data_dir=self.paths.data_dir,
+                        reason="socket-activated: this daemon serves the data directory")
+        deadline = time.monotonic() + TAKEOVER_S
+        while True:
+            try:
+                self.data_lock_fd = acquire_lock(self.paths.data_lock, served, what="the data directory")
+                return
+            except AlreadyRunning:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)  # the other daemon drains (at most its grace period), then releases
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> int:
         os.umask(0o077)

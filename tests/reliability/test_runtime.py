@@ -144,6 +144,13 @@ def test_second_daemon_on_the_data_dir_refuses_naming_the_first(short_tmp: Path,
     # Spawned by a shim (--spawned), the loser exits 0 quietly.
     r = subprocess.run([sys.executable, "-m", "ctxlifed", "--spawned"], env=env, capture_output=True, timeout=30)
     assert (r.returncode, r.stderr) == (0, b"")
+    # Spawned with stderr on /dev/null (as the shim does), it says why in the data dir's log.
+    r = subprocess.run([sys.executable, "-m", "ctxlifed", "--spawned"], env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    assert r.returncode == 0
+    said = [json.loads(x) for x in (first.data_dir / "ctxlifed.log").read_text().splitlines()]
+    assert {"event": "not_started", "reason": "already_running", "pid": first.proc.pid,
+            "socket": first_sock}.items() <= said[-1].items()
     assert call(first_sock, "ping")["pid"] == first.proc.pid
 
 
@@ -193,6 +200,32 @@ def test_ctxlifectl_finds_the_daemon_of_the_data_dir_on_another_socket(short_tmp
     figures.record("stop_says", r.stdout.strip())
     assert f"ctxlifed (pid {d.proc.pid}) stopped" in r.stdout, r.stdout + r.stderr
     assert d.proc.wait(timeout=30) == 0
+
+
+def test_socket_activated_daemon_takes_over_from_a_spawned_one(short_tmp: Path, procs: Any, figures: Any) -> None:
+    """systemd starts the daemon for a connection on its socket while a daemon started by a shim (which
+    saw another socket) holds the data dir: the spawned daemon is asked to stop (exit 0, nothing lost),
+    and the service's daemon serves, named by the lock."""
+    first = procs().start()
+    path = str(short_tmp / "act.sock")
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(path)
+    lsock.listen(8)
+    code = ("import os,sys; os.dup2(int(sys.argv[1]), 3); os.environ['LISTEN_FDS']='1';"
+            " os.environ['LISTEN_PID']=str(os.getpid()); from ctxlifed.__main__ import main; sys.exit(main([]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(lsock.fileno())], env=first.env,
+                            pass_fds=(lsock.fileno(),), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lsock.close()
+    try:
+        assert first.proc.wait(timeout=60) == 0
+        assert wait_ready(path, timeout=30)
+        owner = read_owner(str(first.data_dir / "ctxlifed.lock"))
+        figures.record("lock_owner_after_takeover", owner)
+        assert owner == {"pid": proc.pid, "socket": path}
+        assert call(path, "ping")["pid"] == proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
 
 
 def test_lock_refusal_and_stale_line(short_tmp: Path) -> None:

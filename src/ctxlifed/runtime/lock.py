@@ -12,6 +12,9 @@ Rules:
 - The kernel releases the flock when a process dies (even kill -9): stale locks need no cleanup.
   The flock is released before the process is reaped, so ``is_held`` turning false means the
   daemon is gone even while it is still a zombie (``kill -0`` says alive until its parent reaps it).
+- A socket-activated daemon (systemd's, the user's chosen service) that finds the data dir held by a
+  daemon started elsewhere (by a shim without ``XDG_RUNTIME_DIR``) asks that daemon to stop
+  (``request_shutdown``) and takes the lock once it is released; every other second daemon refuses.
 - Bind to a temporary name and ``rename`` into place, so clients never see a half-made socket
   (a direct bind when the temporary name would not fit ``sun_path``).
 - The listen backlog is deep (1024, capped by the kernel's somaxconn): on AF_UNIX a full backlog
@@ -28,6 +31,7 @@ import json
 import os
 import shlex
 import socket
+import stat
 
 MAX_OWNER_BYTES = 8192  # a lock file line: a pid and a socket path
 
@@ -107,6 +111,35 @@ def acquire_lock(path: str, socket_path: str, *, what: str = "the socket") -> in
         os.close(fd)
         raise
     return fd
+
+
+def request_shutdown(path: str, timeout: float = 2.0) -> bool:
+    """Ask the daemon at ``path`` to stop (the ``shutdown`` method); True once it acknowledged.
+    The socket is trusted only when it and the process serving it are ours."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(path)
+        if peer_uid(s) != os.geteuid():
+            return False
+        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"shutdown","params":{}}\n')
+        reply = b""
+        while not reply.endswith(b"\n") and len(reply) < 65536:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        return b'"result"' in reply
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def bind_unix(path: str, backlog: int = 1024) -> tuple[socket.socket, tuple[int, int]]:
