@@ -39,9 +39,8 @@ import structlog
 
 from . import __version__
 from .protocol import _errors as E
-from .runtime import systemd
+from .runtime import logs, systemd
 from .runtime.config import Config, load
-from .runtime import logs
 from .runtime.dirs import ensure_data_dir, ensure_private_dir
 from .runtime.lock import AlreadyRunning, acquire_lock, bind_unix, owns_socket, request_shutdown, unlink_if_owned
 from .runtime.logs import configure as configure_logging  # noqa: F401 - the daemon's main and bench use it

@@ -5,10 +5,10 @@ Rules:
 - Watched: the config file's folder (reload on change; a bad file keeps the previous config and
   says why in the log) and ``<project>/<memory_dir>`` of every project that has one (re-index).
 - The watch set is rebuilt when a new project appears; a missing folder is simply not watched.
-- The daemon's stop stops the watch at once: watchfiles' thread cannot be cancelled and, unless its
-  stop event is set, waits out its notify timeout (5 s) before a cancelled task group may exit.
   A folder that starts being watched is scanned once (re-indexing is idempotent), so an edit made
   before the watch began is not missed.
+- The daemon's stop stops the watch at once: watchfiles' thread cannot be cancelled and, unless its
+  stop event is set, waits out its notify timeout (5 s) before a cancelled task group may exit.
 """
 
 from __future__ import annotations
