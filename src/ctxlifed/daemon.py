@@ -1,15 +1,19 @@
-"""The composition root: paths -> checks -> lock -> bind -> store -> service -> serve.
+"""The composition root: paths -> checks -> locks -> bind -> store -> service -> serve.
 
 Rules:
-- Order of start: umask 0o077; runtime dir created/verified 0700; flock; bind (or take systemd's
-  socket); open the store and migrate; ingest the spool; only then READY=1 and ``task_status``.
+- Order of start: umask 0o077; data dir created or tightened to 0700; the data-dir flock (one
+  daemon per data dir: a second one, whatever its socket, exits naming the first's pid and socket,
+  except a socket-activated one, which asks the first to stop and takes over);
+  runtime dir created/verified 0700; the socket flock; bind (or take systemd's socket); open the
+  store and migrate; ingest the spool; only then READY=1 and ``task_status``.
 - Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
   (grace period), commits, checkpoints, unlinks the socket only if it is still ours, exits 0.
-  A second signal forces an immediate exit.
+  A second signal forces an immediate exit. Nothing waits out a timeout on the way: the file
+  watcher's thread is told to stop when the stop begins (``watch``).
 - The daemon exits by itself when its socket file was removed or replaced (another daemon or a
   user's ``rm``): a daemon nobody can reach must not linger.
-- Never a traceback on a client's wire; logs are JSON lines unless stderr is a tty. Tracebacks in
-  the log carry no local variables: locals hold hook payloads, which may hold secrets.
+- Never a traceback on a client's wire. Logging (``runtime.logs``): redacted, capped, rate-limited
+  JSON lines, to stderr or to the rotating ``<data>/ctxlifed.log`` when stderr is /dev/null.
 - Descriptor budget (ssh-agent): at most ``RLIMIT_NOFILE - FD_RESERVE`` connections, so a flood
   meets the connection cap (eviction, ``busy``) before the process runs out of descriptors.
 - Housekeeping (every ``SPOOL_POLL_S``): socket ownership, spool ingestion, a changed free-space
@@ -20,12 +24,11 @@ Rules:
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import resource
 import signal
+import socket
 import sqlite3
-import sys
 import time
 from typing import Any
 
@@ -36,10 +39,11 @@ import structlog
 
 from . import __version__
 from .protocol import _errors as E
-from .runtime import systemd
+from .runtime import logs, systemd
 from .runtime.config import Config, load
 from .runtime.dirs import ensure_data_dir, ensure_private_dir
-from .runtime.lock import acquire_lock, bind_unix, owns_socket, unlink_if_owned
+from .runtime.lock import AlreadyRunning, acquire_lock, bind_unix, owns_socket, request_shutdown, unlink_if_owned
+from .runtime.logs import configure as configure_logging  # noqa: F401 - the daemon's main and bench use it
 from .runtime.paths import Paths
 from .server.listener import Limits, Server
 from .service import retention
@@ -49,6 +53,7 @@ from .store.db import Readers, StorageFullError, Writer
 log = structlog.get_logger("ctxlifed")
 
 GRACE_S = 10.0
+TAKEOVER_S = 2 * GRACE_S + 5  # how long a socket-activated daemon waits for the one it asked to stop
 OWNERSHIP_CHECK_S = 2.0
 SPOOL_POLL_S = 1.0
 CHECKPOINT_S = 2.0  # background PASSIVE checkpoints (off the commit path; see store.db.Writer)
@@ -58,31 +63,6 @@ CHECKPOINT_S = 2.0  # background PASSIVE checkpoints (off the commit path; see s
 # not between the hooks of a burst (and under sustained load, Writer.IDLE_MAX_LAG_S still runs it).
 IDLE_QUIET_S = 0.05
 FD_RESERVE = 32  # database (writer + readers: db, wal, shm), listener, lock, log, watcher, transcripts
-
-
-def configure_logging(*, json: bool | None = None, level: int = logging.INFO) -> None:
-    if json is None:
-        json = not sys.stderr.isatty()
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    if json:
-        from structlog.tracebacks import ExceptionDictTransformer
-
-        no_locals = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
-        processors += [no_locals, structlog.processors.JSONRenderer()]
-    else:
-        processors += [structlog.dev.ConsoleRenderer(colors=False)]
-    structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        # Called once, by the daemon's main, before anything logs: module loggers may bind once
-        # and keep it (a lazy proxy re-binds on every call, even a filtered one: ~20 us a request).
-        cache_logger_on_first_use=True,
-    )
 
 
 def translate(exc: BaseException) -> E.RpcError | None:
@@ -119,6 +99,7 @@ class Daemon:
         self.paths = paths
         self.cfg = cfg if cfg is not None else load(paths.config)
         self.lock_fd: int | None = None
+        self.data_lock_fd: int | None = None
         self.ident: tuple[int, int] | None = None
         self.activated = False
         self.service: Service | None = None
@@ -132,16 +113,44 @@ class Daemon:
         inherited = systemd.inherited_listeners()
         if inherited:
             self.activated = True
+            self._take_over_data_lock(_served_path(inherited, self.paths.socket))
             return inherited
+        self.data_lock_fd = acquire_lock(self.paths.data_lock, self.paths.socket, what="the data directory")
         ensure_private_dir(self.paths.runtime_dir)
-        self.lock_fd = acquire_lock(self.paths.lock)
+        if os.path.realpath(self.paths.lock) != os.path.realpath(self.paths.data_lock):
+            self.lock_fd = acquire_lock(self.paths.lock, self.paths.socket)
         sock, self.ident = bind_unix(self.paths.socket)
         return [sock]
+
+    def _take_over_data_lock(self, served: str) -> None:
+        """The data-dir lock for a socket-activated daemon: a daemon started elsewhere (by a shim that
+        saw another socket) is asked to stop, and its lock taken once released (``TAKEOVER_S``)."""
+        try:
+            self.data_lock_fd = acquire_lock(self.paths.data_lock, served, what="the data directory")
+            return
+        except AlreadyRunning as exc:
+            if exc.socket is None or exc.socket == served or not request_shutdown(exc.socket):
+                raise
+            log.warning("taking_over", pid=exc.pid, socket=exc.socket, data_dir=self.paths.data_dir,
+                        reason="socket-activated: this daemon serves the data directory")
+        deadline = time.monotonic() + TAKEOVER_S
+        while True:
+            try:
+                self.data_lock_fd = acquire_lock(self.paths.data_lock, served, what="the data directory")
+                return
+            except AlreadyRunning:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)  # the other daemon drains (at most its grace period), then releases
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> int:
         os.umask(0o077)
         ensure_data_dir(self.paths.data_dir)
-        socks = self._listeners()
+        try:
+            socks = self._listeners()
+        except BaseException:
+            self._close_locks()
+            raise
         t0 = time.monotonic()
         self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
                              max_bytes=self.cfg.max_db_mb << 20)
@@ -246,9 +255,15 @@ class Daemon:
             self.readers.close()
         if not self.activated:
             unlink_if_owned(self.paths.socket, self.ident)
-        if self.lock_fd is not None:
-            os.close(self.lock_fd)
+        logs.flush_suppressed(force=True)
         log.info("stopped")
+        self._close_locks()  # last: a released lock tells `ctxlifectl daemon stop` we are done
+
+    def _close_locks(self) -> None:
+        for fd in (self.lock_fd, self.data_lock_fd):
+            if fd is not None:
+                os.close(fd)
+        self.lock_fd = self.data_lock_fd = None
 
     # -- background tasks ------------------------------------------------------------------------
     async def _signal_watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -270,6 +285,7 @@ class Daemon:
         failures_logged, last_failure_log = 0, -1e9
         while True:
             await anyio.sleep(SPOOL_POLL_S)
+            logs.flush_suppressed()
             # The writer thread does not log: failed maintenance steps (retried every second) are
             # reported from here, at most once a minute, with how many failed since.
             failed = self.writer.idle_failures
@@ -314,6 +330,18 @@ class Daemon:
 
         assert self.service is not None
         await watch_loop(self)
+
+
+def _served_path(listeners: list[Any], fallback: str) -> str:
+    """The path of the first inherited Unix listening socket (systemd's, which may differ from ours)."""
+    for lst in listeners:
+        try:
+            name = lst.getsockname()
+        except OSError:
+            continue
+        if lst.family == socket.AF_UNIX and isinstance(name, str) and name.startswith("/"):
+            return name
+    return fallback
 
 
 def run_daemon(paths: Paths, cfg: Config | None = None) -> int:

@@ -39,17 +39,18 @@ def daemon_env(base: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_daemon(base: Path, env: dict[str, str], log: Path, *, timeout: float = 20.0, expect_ready: bool = True,
+def start_daemon(base: Path, env: dict[str, str], log: Path | None, *, timeout: float = 20.0, expect_ready: bool = True,
                  python: str = sys.executable, **popen_kw: Any) -> tuple[subprocess.Popen[bytes], float]:
-    """Start ``python -m ctxlifed`` with stdout/stderr appended to ``log``; return it and the seconds
-    it took to report READY=1 (0.0 when ``expect_ready`` is false). Raises AssertionError on timeout."""
+    """Start ``python -m ctxlifed`` with stdout/stderr appended to ``log`` (``/dev/null`` when None, as
+    the hook shim starts it); return it and the seconds it took to report READY=1 (0.0 when
+    ``expect_ready`` is false). Raises AssertionError on timeout."""
     notify_path = str(base / f"n{time.monotonic_ns() % 1000000}.sock")
     ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     ns.bind(notify_path)
     ns.settimeout(timeout)
     t0 = time.perf_counter()
     try:
-        with open(log, "ab") as logf:
+        with open(log if log is not None else os.devnull, "ab") as logf:
             proc = subprocess.Popen([python, "-m", "ctxlifed"], env=dict(env, NOTIFY_SOCKET=notify_path),
                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, **popen_kw)
         if not expect_ready:
@@ -58,7 +59,7 @@ def start_daemon(base: Path, env: dict[str, str], log: Path, *, timeout: float =
             try:
                 msg = ns.recv(4096).decode()
             except TimeoutError:
-                tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+                tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
                 raise AssertionError(f"daemon not ready in {timeout}s:\n{tail}") from None
             if "READY=1" in msg:
                 return proc, time.perf_counter() - t0

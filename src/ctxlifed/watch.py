@@ -7,6 +7,8 @@ Rules:
 - The watch set is rebuilt when a new project appears; a missing folder is simply not watched.
   A folder that starts being watched is scanned once (re-indexing is idempotent), so an edit made
   before the watch began is not missed.
+- The daemon's stop stops the watch at once: watchfiles' thread cannot be cancelled and, unless its
+  stop event is set, waits out its notify timeout (5 s) before a cancelled task group may exit.
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ async def scan(daemon: Daemon, roots: list[str]) -> None:
 async def watch_loop(daemon: Daemon) -> None:
     import watchfiles
 
+    svc = daemon.service
+    assert svc is not None
     seen: set[str] = set()
-    while True:
+    while not svc.stop_requested.is_set():
         roots = watch_roots(daemon)
         new = [r for r in roots if r not in seen and r != os.path.dirname(daemon.paths.config)]
         seen.update(roots)
@@ -89,8 +93,13 @@ async def watch_loop(daemon: Daemon) -> None:
                     stop.set()
                     return
 
+        async def stop_with_daemon() -> None:
+            await svc.stop_requested.wait()
+            stop.set()
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(rebuild_later, roots)
+            tg.start_soon(stop_with_daemon)
             tg.start_soon(scan, daemon, new)
             try:
                 async for changes in watchfiles.awatch(*roots, stop_event=stop, debounce=200, step=50,

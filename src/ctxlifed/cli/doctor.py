@@ -125,6 +125,13 @@ def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[
                         untrusted_fix(sock))]
     except DaemonUnavailable as exc:
         why = "not running" if "not running" in str(exc) else str(exc)
+        from ..runtime.lock import holder
+
+        other = holder(os.path.join(P.data_dir(), P.LOCK_NAME))
+        if other is not None and other[1] != sock:
+            return [Finding("FAIL", "daemon", f"not reachable at {sock}, but ctxlifed (pid {other[0]}) serves this data"
+                            f" directory at {other[1]}: this shell resolves another socket (XDG_RUNTIME_DIR or"
+                            " CTXLIFED_SOCKET differs from the daemon's)", f"export CTXLIFED_SOCKET={other[1]}")]
         return [Finding("FAIL", "daemon", f"not reachable at {sock} ({why})", start)]
     except RemoteError as exc:
         return [Finding("FAIL", "daemon", f"answered hello with an error: {exc.name}: {exc.message}", restart)]

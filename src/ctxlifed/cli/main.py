@@ -5,6 +5,10 @@ Rules:
   percent/tokens/level_name, the path every text of the daemon uses, so they equal ``status --json``.
 - Talks to the daemon through ``cli.client`` only; never imports ``server``, ``service`` or
   ``store`` (a test checks it). ``daemon start`` launches ``python -m ctxlifed`` as a process.
+- ``daemon stop`` returns once the daemon released its locks (``runtime.lock``), not when ``kill -0``
+  stops finding it: an exited daemon stays a zombie until its parent (often init) reaps it.
+  ``daemon start``/``stop`` find a daemon serving the data dir on another socket through
+  ``<data>/ctxlifed.lock``.
 - Exit codes: 0 ok; 1 daemon down or a remote error (the message says what to do); 2 usage error.
 - ``--json`` prints the daemon's result as JSON for scripts; without it output is for humans.
 - ``status`` also shows what the hook shim left on disk (``cli.shimstate``: events it could keep
@@ -239,6 +243,36 @@ def _daemon_argv(ns: argparse.Namespace) -> list[str]:
     return argv
 
 
+def _data_dir_owner(data_dir: str | None) -> tuple[int, str] | None:
+    """(pid, socket) of the daemon holding the data dir's lock, or None."""
+    from ..runtime.lock import holder
+
+    return holder(os.path.join(P.data_dir(data_dir), P.LOCK_NAME))
+
+
+def _locks_of(pid: int, sock: str, data_dir: str | None) -> list[str]:
+    """The lock files held by daemon ``pid`` (beside its socket, in the data dir): their release
+    is its end."""
+    from ..runtime.lock import read_owner
+
+    paths = {os.path.join(os.path.dirname(sock), P.LOCK_NAME), os.path.join(P.data_dir(data_dir), P.LOCK_NAME)}
+    return [p for p in sorted(paths) if (read_owner(p) or {}).get("pid") == pid]
+
+
+def _wait_stopped(pid: int, locks: list[str], timeout: float) -> bool:
+    """Wait until daemon ``pid`` is gone: its process, or (once it has exited but is not reaped yet,
+    when ``kill -0`` still finds it) the locks it held are released."""
+    from ..runtime.lock import is_held
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if not pid_alive(pid) or (locks and not any(is_held(p) for p in locks)):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
 def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
     if ns.action == "ping":
         t0 = time.perf_counter()
@@ -260,14 +294,17 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         except UntrustedSocket:
             raise  # not "not running": someone else's socket; the message says whose
         except DaemonUnavailable:
-            print("ctxlifed is not running")
-            return 0
-        call(sock, "shutdown", {})
+            other = _data_dir_owner(ns.data_dir)
+            if other is None or other[1] == sock:
+                print("ctxlifed is not running")
+                return 0
+            sock = other[1]  # the daemon of this data dir serves another socket: stop that one
+            r = call(sock, "ping", {}, timeout=2)
         pid = int(r["pid"])
-        deadline = time.monotonic() + 15
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        print(f"ctxlifed (pid {pid}) stopped" if not pid_alive(pid) else f"ctxlifed (pid {pid}) is still stopping")
+        locks = _locks_of(pid, sock, ns.data_dir)
+        call(sock, "shutdown", {})
+        gone = _wait_stopped(pid, locks, 15.0)
+        print(f"ctxlifed (pid {pid}) stopped" if gone else f"ctxlifed (pid {pid}) is still stopping")
         return 0
     # start
     try:
@@ -278,9 +315,13 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         raise  # a daemon of ours would refuse that folder too: say why instead of starting one
     except DaemonUnavailable:
         pass
+    other = _data_dir_owner(ns.data_dir)
+    if other is not None:
+        print(f"ctxlifed is already running (pid {other[0]}) at {other[1]}, on this data directory")
+        return 0
     data = P.data_dir(ns.data_dir)
     os.makedirs(data, mode=0o700, exist_ok=True)
-    logf = os.path.join(data, "ctxlifed.log")
+    logf = os.path.join(data, P.LOG_NAME)
     fd = os.open(logf, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         proc = subprocess.Popen(_daemon_argv(ns), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
@@ -373,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     ns = ap.parse_args(argv)
-    sock = P.socket_path(ns.socket)
+    sock = P.socket_path(ns.socket, data=ns.data_dir)
     try:
         return int(ns.fn(ns, sock) or 0)
     except DaemonUnavailable as exc:

@@ -149,7 +149,7 @@ def service_python() -> str:
 def planned_files(kind: str, python: str) -> dict[str, str]:
     """path -> content of the files `service install` writes."""
     if kind == "launchd":
-        log = os.path.join(P.data_dir(), "ctxlifed.log")
+        log = os.path.join(P.data_dir(), P.LOG_NAME)  # the daemon rotates it (stderr is that file)
         return {os.path.join(launchd_dir(), f"{LABEL}.plist"): render_plist(python, log)}
     d = systemd_user_dir()
     return {os.path.join(d, "ctxlifed.socket"): render_socket(),

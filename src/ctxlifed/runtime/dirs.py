@@ -3,6 +3,9 @@
 Rules:
 - The runtime dir is created 0700 and verified on every start: owned by our euid, no group/other
   write bit, a directory. A symlink is followed only if its target passes the same checks.
+- The data dir holds the archive: created 0700, and when it already exists (pre-created 0755 by a
+  packager, a dotfiles script or an older version) and is ours, tightened to 0700; one that is not
+  ours is refused like the runtime dir.
 - Failing a check raises :class:`UnsafeDir` whose message names the exact fix.
 - Files we create are 0600 (umask 0o077 is set once at daemon start, before any thread).
 """
@@ -52,5 +55,13 @@ def ensure_private_dir(path: str, *, create: bool = True) -> str:
 
 
 def ensure_data_dir(path: str) -> str:
+    """Create (0700) or tighten to 0700 the data dir; return its real path."""
     os.makedirs(path, mode=0o700, exist_ok=True)
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise UnsafeDir(f"{path} does not exist (its symlink points nowhere?): remove it: rm -f {path}") from None
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(real, 0o700)
     return ensure_private_dir(path, create=False)
