@@ -119,7 +119,8 @@ def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[
     start = "systemctl --user start ctxlifed.socket" if systemd else "ctxlifectl daemon start"
     restart = "systemctl --user restart ctxlifed.service" if systemd else "ctxlifectl daemon stop && ctxlifectl daemon start"
     try:
-        r = call(sock, "hello", {"client": "ctxlifectl", "version": __version__, "protocol": PROTOCOL_VERSION}, timeout=3.0)
+        r = call(sock, "hello", {"client": "ctxlifectl", "version": __version__, "protocol": PROTOCOL_VERSION}, timeout=3.0,
+                 discover=False)  # a daemon on another socket is found and named below
     except UntrustedSocket as exc:
         return [Finding("FAIL", "daemon", f"{exc}; hooks spool their events instead (nothing is sent there)",
                         untrusted_fix(sock))]
@@ -129,9 +130,10 @@ def check_daemon(sock: str, service_kind: str, service_installed: bool) -> list[
 
         other = holder(os.path.join(P.data_dir(), P.LOCK_NAME))
         if other is not None and other[1] != sock:
-            return [Finding("FAIL", "daemon", f"not reachable at {sock}, but ctxlifed (pid {other[0]}) serves this data"
+            return [Finding("warn", "daemon", f"not at {sock}, but ctxlifed (pid {other[0]}) serves this data"
                             f" directory at {other[1]}: this shell resolves another socket (XDG_RUNTIME_DIR or"
-                            " CTXLIFED_SOCKET differs from the daemon's)", f"export CTXLIFED_SOCKET={other[1]}")]
+                            " CTXLIFED_SOCKET differs from the daemon's); hooks and ctxlifectl find it through"
+                            f" {P.LOCK_NAME} in the data directory", f"export CTXLIFED_SOCKET={other[1]}")]
         return [Finding("FAIL", "daemon", f"not reachable at {sock} ({why})", start)]
     except RemoteError as exc:
         return [Finding("FAIL", "daemon", f"answered hello with an error: {exc.name}: {exc.message}", restart)]

@@ -290,7 +290,7 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         return cmd_daemon(ns, sock)
     if ns.action == "stop":
         try:
-            r = call(sock, "ping", {}, timeout=2)
+            r = call(sock, "ping", {}, timeout=2, discover=False)  # a daemon elsewhere: found below, named
         except UntrustedSocket:
             raise  # not "not running": someone else's socket; the message says whose
         except DaemonUnavailable:
@@ -308,7 +308,7 @@ def cmd_daemon(ns: argparse.Namespace, sock: str) -> int:
         return 0
     # start
     try:
-        r = call(sock, "ping", {}, timeout=2)
+        r = call(sock, "ping", {}, timeout=2, discover=False)  # a daemon elsewhere: found below, named
         print(f"ctxlifed is already running (pid {r['pid']}) at {sock}")
         return 0
     except UntrustedSocket:
