@@ -103,10 +103,7 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     # the host stays readable; the path after /services/ is the secret
     (
         "slack_webhook",
-        re.compile(
-            "(?:(?<=hooks\\.slack\\.com/services/)|(?<=hooks\\.slack\\.com/workflows/)|(?<=hooks\\.slack\\.com/triggers/))"
-            "[A-Za-z0-9_/]{20,}"
-        ),
+re.compile("(?<=hooks\\.slack\\.com/(?:services|triggers)/)[A-Za-z0-9_/]{20,}"),
         ("hooks.slack.com",),
     ),
     (
@@ -224,11 +221,11 @@ _RARE_TYPE = {f"v{i}": typ for i, (typ, _b) in enumerate(_RARE_VENDOR)}
 # What a token run is made of: token characters plus what the formats above and base64 put in
 # between (``. + / = ~ $``). A run is bounded by anything else (space, quote, ``:``, ``,``, …).
 _RUN_CHARS = "A-Za-z0-9_\\-.+/=~$"
+_RUN_SEP = re.compile("[.+/=~$]")  # where a token inside a run can start
 _RUN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~$")
 _RUN_RIGHT = re.compile(f"[{_RUN_CHARS}]{{0,{1 << 16}}}")
 _ALNUM_BYTES = bytes(97 if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
 _CORE = b"a" * 16  # 16 letters/digits in a row: a token's body or base64, never a word
-_MAX_RUNS = 512  # per text; past it the runs are not looked into (a text of keys, not a transcript)
 
 # ---- base64 that hides a secret: a plausible base64 run is decoded (bounded) and the decoded
 # text is redacted; if anything is found, or it is ``user:password`` (Docker's "auth", Basic), the
@@ -347,7 +344,7 @@ _PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased 
 _PRIVATE_OPEN = re.compile(r"<private>", re.I)  # starts with a literal "<": a fast scan
 _WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
 _ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
-_CLI_TRIGGERS = ("mysql", "mariadb", "curl", "wget", "sshpass", "docker", "podman", "redis-cli", "--pass", "--token")
+_CLI_TRIGGERS = (" -p", " -u", " -a", " --pass", " --user", " --proxy-user", " --token", " --api-key", " --secret")
 
 
 def _lower(text: str) -> str:
@@ -603,7 +600,7 @@ def _redact_once(text: str, decode: bool = True) -> tuple[str, int]:
                 spans3.append((m.start(1), m.end(1), "[REDACTED:bearer]"))
     if len(low) > _SHORT or any(t in low for t in _ASSIGN_TRIGGERS):  # long: each keyword's search is its check
         spans3 += _assignment_spans(text, low)
-    if any(t in low for t in _CLI_TRIGGERS):
+    if " -" in text:
         spans3 += _cli_spans(text)
     if ":" in text:
         spans3 += _pgpass_spans(text, low)
@@ -626,7 +623,7 @@ def _long_runs(text: str) -> list[tuple[int, int]]:
         return []
     runs: list[tuple[int, int]] = []
     end = 0
-    while pos >= 0 and len(runs) < _MAX_RUNS:
+    while pos >= 0:
         if pos >= end:  # a stretch inside the run found last is that run
             start, lo = pos, max(0, pos - 400)
             while start > lo and text[start - 1] in _RUN_SET:
@@ -644,9 +641,14 @@ def _long_token_spans(text: str, decode: bool) -> list[tuple[int, int, str]]:
     for a, b in _long_runs(text):
         run = text[a:b]
         found = False
-        for m in _RARE_RE.finditer(run):
-            spans.append((a + m.start(), a + m.end(), f"[REDACTED:{_RARE_TYPE[m.lastgroup or '']}]"))
-            found = True
+        pos = 0
+        while pos >= 0:  # a token starts the run or follows one of . + / = ~ $ (tried there only)
+            m = _RARE_RE.match(run, pos)
+            if m is not None:
+                spans.append((a + m.start(), a + m.end(), f"[REDACTED:{_RARE_TYPE[m.lastgroup or '']}]"))
+                found = True
+            nxt = _RUN_SEP.search(run, m.end() if m is not None else pos)
+            pos = nxt.end() if nxt is not None else -1
         if found or not decode:
             continue
         for m in _B64_SEG.finditer(run):
@@ -728,16 +730,25 @@ _CLI = [
     # --password SECRET / --password=SECRET / --token SECRET (any tool)
     re.compile(r"--(?:password|passwd|pass|token|api-key|secret)(?:=|[ \t]+)['\"]?([^\s'\"-][^\s'\"]*)"),
 ]
+_CLI_FLAG = re.compile(r" -(?:[pua]|-(?:pass|user|proxy-user|token|api-key|secret))")
 _PGPASS_PORT = re.compile(r":(?:[0-9]{1,5}|\*):")
 _PGPASS = re.compile(r"(?m)([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):([^:\s]+):([^:\s]+):([^\s]+)[ \t]*\r?$")
 
 
 def _cli_spans(text: str) -> list[tuple[int, int, str]]:
     """The secret of ``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``--password X``. A value
-    set off by a space (not ``=``) must hold two character classes: ``--password to set`` is prose."""
+    set off by a space (not ``=``) must hold two character classes: ``--password to set`` is prose.
+    Only the lines holding such a flag (``_CLI_FLAG``, a literal first) are looked at."""
     spans: list[tuple[int, int, str]] = []
-    for pat in _CLI:
-        for m in pat.finditer(text):
+    lines: list[tuple[int, int]] = []
+    for f in _CLI_FLAG.finditer(text):
+        if lines and f.start() < lines[-1][1]:
+            continue
+        ls = text.rfind("\n", 0, f.start()) + 1
+        le = text.find("\n", f.end())
+        lines.append((ls, len(text) if le < 0 else le))
+    for (ls, le), pat in ((ln, p) for ln in lines for p in _CLI):
+        for m in pat.finditer(text, ls, le):
             s, e = m.span(1)
             val = text[s:e].rstrip(".,;:)")
             if not val or _is_reference(val) or (val.isalpha() and val.isupper()) or val.lower() in _FLAG_WORDS:
@@ -870,42 +881,94 @@ _PLAIN = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[0-9a-f]{8}(?:-[0-9a-f]{4}){3
 def redact_obj(obj: Any) -> tuple[Any, int]:
     """Redact every string in a JSON-like structure; returns ``(new_obj, count)``.
 
-    Keys are kept. A non-empty string under a strongly secret-named key (:func:`is_secret_key`:
-    password, token, secret, api_key, authorization, cookie, …) is replaced wholesale; under a weak
-    name (UPPER_CASE ``…_KEY``) only when it looks like a secret. Values that are a reference or a
-    placeholder (``"<redacted>"``, ``"${TOKEN}"``, ``"***"``, a path, a redaction marker) are left
-    alone, as in text. Every other string goes through :func:`redact`. Dicts and lists
-    are rebuilt, tuples stay tuples, other values are returned as they are. Nesting deeper than 200
-    levels is returned unchanged below that depth.
+    A key goes through :func:`redact` like any string (a secret used as a key is a secret; two keys
+    redacted alike stay two: the second gets ``#2``). A non-empty string under a strongly
+    secret-named key (:func:`is_secret_key`: password, token, secret, api_key, authorization,
+    cookie, …) is replaced wholesale; under a weak name (UPPER_CASE ``…_KEY``) only when it looks
+    like a secret; under ``auth`` (Docker's config) when it is base64 of ``user:password``. Values
+    that are a reference or a placeholder (``"<redacted>"``, ``"${TOKEN}"``, ``"***"``, a path, a
+    redaction marker) are left alone, as in text. Every other string goes through :func:`redact`.
+    Dicts and lists are rebuilt, tuples stay tuples, other values are returned as they are. The
+    walk is iterative: any depth is redacted, none can exhaust the stack.
     """
     total = 0
 
-    def walk(o: Any, depth: int) -> Any:
+    def text(o: str) -> str:
         nonlocal total
-        if isinstance(o, str):
-            if len(o) <= 80 and _PLAIN.fullmatch(o):
-                return o
-            new, n = redact(o)
-            total += n
-            return new
-        if depth > 200:
+        if len(o) <= 80 and _PLAIN.fullmatch(o):
             return o
-        if isinstance(o, dict):
+        new, n = redact(o)
+        total += n
+        return new
+
+    if not isinstance(obj, (dict, list, tuple)):
+        return (text(obj) if isinstance(obj, str) else obj), total
+    root: list[Any] = [None]
+    tuples: list[tuple[Any, Any, list[Any]]] = []  # (parent, slot, list) to freeze, innermost last
+    stack: list[tuple[Any, Any, Any]] = [(obj, root, 0)]  # (source, parent, slot in parent)
+    while stack:
+        o, parent, slot = stack.pop()
+        if isinstance(o, str):
+            parent[slot] = text(o)
+        elif isinstance(o, dict):
             out: dict[Any, Any] = {}
+            parent[slot] = out
             for k, v in o.items():
+                nk = _redacted_key(k)
+                if nk is not k:
+                    total += 1
+                    base, i = nk, 2
+                    while nk in out or nk in o:
+                        nk, i = f"{base}#{i}", i + 1
                 strength = _key_strength(k) if isinstance(v, str) and v.strip() else 0
                 if strength and not _is_reference(v) and (strength == 2 or _looks_secret_weak(v)):
                     kwl = str(k).lower()
-                    typ = "password" if ("pass" in kwl or "pwd" in kwl) else "secret"
-                    out[k] = f"[REDACTED:{typ}]"
+                    out[nk] = "[REDACTED:password]" if ("pass" in kwl or "pwd" in kwl) else "[REDACTED:secret]"
                     total += 1
+                elif k == "auth" and isinstance(v, str) and _is_basic_credential(v):
+                    out[nk] = "[REDACTED:basic_auth]"
+                    total += 1
+                elif isinstance(v, (str, dict, list, tuple)):
+                    out[nk] = None
+                    stack.append((v, out, nk))
                 else:
-                    out[k] = walk(v, depth + 1)
-            return out
-        if isinstance(o, list):
-            return [walk(v, depth + 1) for v in o]
-        if isinstance(o, tuple):
-            return tuple(walk(v, depth + 1) for v in o)
-        return o
+                    out[nk] = v
+        elif isinstance(o, (list, tuple)):
+            lst: list[Any] = [None] * len(o)
+            parent[slot] = lst
+            if isinstance(o, tuple):
+                tuples.append((parent, slot, lst))
+            for j, v in enumerate(o):
+                if isinstance(v, (str, dict, list, tuple)):
+                    stack.append((v, lst, j))
+                else:
+                    lst[j] = v
+        else:
+            parent[slot] = o
+    for parent, slot, lst in reversed(tuples):  # inner tuples are frozen before the lists holding them
+        parent[slot] = tuple(lst)
+    return root[0], total
 
-    return walk(obj, 0), total
+
+_CLEAN_KEYS: set[str] = set()  # keys seen to need no redaction (payload keys repeat on every event)
+
+
+def _redacted_key(k: Any) -> Any:
+    """``k`` itself when it needs no redaction, else its redacted form (a new string)."""
+    if not isinstance(k, str) or k in _CLEAN_KEYS:
+        return k
+    new, n = redact(k)
+    if not n:
+        if len(_CLEAN_KEYS) < 4096 and len(k) <= 64:
+            _CLEAN_KEYS.add(k)
+        return k
+    return new
+
+
+def _is_basic_credential(v: str) -> bool:
+    """A base64 ``user:password`` (Docker's ``auth``, HTTP Basic)."""
+    s = v.strip()
+    if len(s) < 8 or len(s) > 1024:
+        return False
+    decoded = _b64_decoded(s)
+    return decoded is not None and _USERPASS.match(decoded) is not None
