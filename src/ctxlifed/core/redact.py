@@ -289,7 +289,7 @@ _ASSIGN_REST = (
     r")"
     # bare: >= 8 chars; not a call/subscript, not a plain or dotted identifier without digits
     r"|(?![a-z_]++" + _END + r")(?![a-z_$][\w$]*+(?:\.[a-z_$][\w$]*+)++" + _END + r")"
-    r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{8,}+)(?![(\[])"
+    r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{3,}+)(?![(\[])"
     r")"
 )
 _ASSIGN = re.compile(_KW + _ASSIGN_REST)
@@ -779,6 +779,26 @@ def _pgpass_spans(text: str, low: str) -> list[tuple[int, int, str]]:
 _FLAG_WORDS = frozenset({"stdin", "file", "prompt", "none", "true", "false", "flag", "option", "env"})
 
 
+def _is_env_line(text: str, name: str, after_kw: int, value_end: int) -> bool:
+    """``NAME=value`` or ``NAME: value`` with an UPPER_CASE name and nothing after the value on its
+    line but space or a comment: an .env / compose / shell assignment, not code."""
+    if not name.isupper() or text.startswith((" ", "\t"), after_kw):
+        return False
+    if not (text.startswith("=", after_kw) or text.startswith(": ", after_kw)):
+        return False
+    nl = text.find("\n", value_end)
+    rest = text[value_end : len(text) if nl < 0 else nl].strip()
+    return not rest or rest[0] == "#" or rest[0].isalpha() or rest.startswith(("&&", "||", ";", "\\"))  # PGPASSWORD=x psql
+
+
+def _looks_secret_env(v: str) -> bool:
+    """A bare .env value: any literal of 3+ characters but a reference, a word such as ``true``,
+    or an UPPER_CASE name (``API_KEY=API_KEY``, a pass-through)."""
+    if len(v) < 3 or _is_reference(v) or v.lower() in _WORDS or v[0] in "$%@&*!|>#:":
+        return False
+    return not (_IDENT.match(v) and v.upper() == v and not any(c.isdigit() for c in v))
+
+
 def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
     for m in _assign_matches(low):
@@ -794,7 +814,12 @@ def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
             s, e = m.span("bv")
             val = text[s:e].rstrip(".,:")  # "…the token: REQUIRED." ends a sentence
             e = s + len(val)
-            ok = _looks_secret_weak(val) if strength == 1 else _looks_secret_bare(val)
+            if strength == 1:
+                ok = _looks_secret_weak(val)
+            elif _is_env_line(text, name, m.end(1), e):
+                ok = _looks_secret_env(val)  # DB_PASSWORD=abc1234: an .env file's literal, however short
+            else:
+                ok = _looks_secret_bare(val)
         else:
             grp = "qv" if m.group("qv") is not None else "qv1" if m.group("qv1") is not None else "ev"
             s, e = m.span(grp)
