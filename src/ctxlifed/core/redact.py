@@ -522,6 +522,15 @@ def _recheck_marked_lines(text: str) -> tuple[str, int]:
 _LINE_SEP = "\n\x00\n"
 
 
+# Secrets known by a literal next to them: a Telegram bot token's ``:AA``, an Azure SAS
+# signature's ``sig=``, Docker's ``"auth"`` (base64 ``user:password``, too short for the runs).
+_KEYED_LITERALS = [
+    (":AA", re.compile(r":(?<=[0-9]{8}:)(AA[A-Za-z0-9_\-]{33})(?![A-Za-z0-9_\-])"), "telegram"),
+    ("sig=", re.compile(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/=]{16,})"), "azure_sas"),
+    ('"auth"', re.compile(r'"auth"[ \t]*:[ \t]*"([A-Za-z0-9+/=]{8,1024})"'), "basic_auth"),
+]
+
+
 # Every family needs one of these substrings (vendor triggers as written; the rest in any case,
 # a superset of ``_lower``'s folding). For a short string (most of a payload: ids, paths, names)
 # one scan for all of them is cheaper than the families' own checks; a long one pays ~8 ns/byte
@@ -533,6 +542,8 @@ _ANY_TRIGGER_RE = re.compile(
     + "|".join(re.escape(t) for t in (*_ASSIGN_TRIGGERS, *_CLI_TRIGGERS, "secret", "authorization"))
     + ")"
     + "|[A-Za-z0-9]{16}|\\\\u[0-9a-fA-F]{4}|:(?:[0-9]{1,5}|\\*):"  # long runs, escapes, .pgpass
+    + "|" + "|".join(re.escape(lit) for lit, _p, _t in _KEYED_LITERALS)
+    + "| -"  # command-line flags
 )
 
 
@@ -602,6 +613,12 @@ def _redact_once(text: str, decode: bool = True) -> tuple[str, int]:
         spans3 += _assignment_spans(text, low)
     if " -" in text:
         spans3 += _cli_spans(text)
+    for literal, pat, typ in _KEYED_LITERALS:
+        if literal in text:
+            for m in pat.finditer(text):
+                val = m.group(1)
+                if typ != "basic_auth" or _is_basic_credential(val):
+                    spans3.append((m.start(1), m.end(1), f"[REDACTED:{typ}]"))
     if ":" in text:
         spans3 += _pgpass_spans(text, low)
     if spans3:
@@ -770,8 +787,8 @@ def _pgpass_spans(text: str, low: str) -> list[tuple[int, int, str]]:
         start = low.rfind("\n", 0, probe.start()) + 1
         m = _PGPASS.match(low, start)
         pos = probe.end()
-        if m and not _is_reference(text[m.start(5) : m.end(5)]):
-            out.append((m.start(5), m.end(5), "[REDACTED:password]"))
+        if m and not _is_reference(text[m.start(4) : m.end(4)]):
+            out.append((m.start(4), m.end(4), "[REDACTED:password]"))
             pos = m.end()
     return out
 
