@@ -130,7 +130,7 @@ def rule_values(seed: int = 13) -> tuple[dict[str, str], dict[str, list[str]]]:
         "R_CONTENTFUL": "CF" + "PAT-" + r(43),
         "R_DATABRICKS": "da" + "pi" + h(32),
         "R_DIGITALOCEAN": "do" + "p_v1_" + h(64),
-        "R_DISCORD_BOT": "M" + r(23) + "." + r(6) + "." + r(27),
+        "R_DISCORD_BOT": base64.b64encode(_plain(rng, 18, string.digits).encode()).decode() + "." + r(6) + "." + r(27),
         "R_DOCKER_PAT": "dc" + "kr_pat_" + r(27),
         "R_DOPPLER": "dp" + ".pt." + r(43),
         "R_DUFFEL": "duf" + "fel_live_" + r(43),
@@ -263,8 +263,13 @@ def planted_texts(files: tuple[str, ...] = PLANTED_FILES) -> list[tuple[str, lis
 
 
 def ordinary_lines() -> list[str]:
-    lines = DATA.joinpath("ordinary.txt").read_text(encoding="utf-8").splitlines()
-    return [ln for ln in lines[1:] if ln.strip()]
+    """Lines of tests/data/secrets/ordinary*.txt (their comment headers dropped)."""
+    out: list[str] = []
+    for name in ("ordinary.txt", "ordinary_more.txt"):
+        lines = DATA.joinpath(name).read_text(encoding="utf-8").splitlines()
+        head = next(i for i, ln in enumerate(lines) if not ln.startswith("# "))  # the header comment
+        out += [ln for ln in lines[head:] if ln.strip()]
+    return out
 
 
 def generated_ordinary(seed: int = 11) -> list[str]:

@@ -217,6 +217,13 @@ _RARE_RE = re.compile(  # one look-behind, then a branch per vendor (most start 
     + f")(?![{_TOKCH}])"
 )
 _RARE_TYPE = {f"v{i}": typ for i, (typ, _b) in enumerate(_RARE_VENDOR)}
+_DISCORD = next(f"v{i}" for i, (typ, _b) in enumerate(_RARE_VENDOR) if typ == "discord")
+
+
+def _is_discord_token(tok: str) -> bool:
+    """A Discord bot token starts with the base64 of the bot's numeric id (not a dotted name)."""
+    decoded = _b64_decoded(tok.split(".", 1)[0])
+    return decoded is not None and decoded.isdigit()
 
 # What a token run is made of: token characters plus what the formats above and base64 put in
 # between (``. + / = ~ $``). A run is bounded by anything else (space, quote, ``:``, ``,``, …).
@@ -661,7 +668,7 @@ def _long_token_spans(text: str, decode: bool) -> list[tuple[int, int, str]]:
         pos = 0
         while pos >= 0:  # a token starts the run or follows one of . + / = ~ $ (tried there only)
             m = _RARE_RE.match(run, pos)
-            if m is not None:
+            if m is not None and (m.lastgroup != _DISCORD or _is_discord_token(m.group())):
                 spans.append((a + m.start(), a + m.end(), f"[REDACTED:{_RARE_TYPE[m.lastgroup or '']}]"))
                 found = True
             nxt = _RUN_SEP.search(run, m.end() if m is not None else pos)
@@ -707,7 +714,7 @@ def _b64_secret_end(text: str, start: int, end: int) -> int:
     if "PRIVATE KEY" in decoded:
         wrapped = _B64_WRAPPED.match(text, end)
         return wrapped.end() if wrapped else end
-    if _USERPASS.match(decoded) or _redact_once(decoded, decode=False)[1]:
+    if _redact_once(decoded, decode=False)[1]:
         return end
     return 0
 
@@ -749,7 +756,10 @@ _CLI = [
 ]
 _CLI_FLAG = re.compile(r" -(?:[pua]|-(?:pass|user|proxy-user|token|api-key|secret))")
 _PGPASS_PORT = re.compile(r":(?:[0-9]{1,5}|\*):")
-_PGPASS = re.compile(r"(?m)([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):([^:\s]+):([^:\s]+):([^\s]+)[ \t]*\r?$")
+_PGPASS = re.compile(  # host:port:database:user:password (database and user are names; "*" is any)
+    r"([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):([a-z0-9_.\-*$]+):([a-z0-9_.\-*@$]+):([^\s]{3,})[ \t]*\r?$",
+    re.M,
+)
 
 
 def _cli_spans(text: str) -> list[tuple[int, int, str]]:
@@ -787,7 +797,7 @@ def _pgpass_spans(text: str, low: str) -> list[tuple[int, int, str]]:
         start = low.rfind("\n", 0, probe.start()) + 1
         m = _PGPASS.match(low, start)
         pos = probe.end()
-        if m and not _is_reference(text[m.start(4) : m.end(4)]):
+        if m and not _is_reference(text[m.start(4) : m.end(4)]) and not m.group(4).isdigit():
             out.append((m.start(4), m.end(4), "[REDACTED:password]"))
             pos = m.end()
     return out
