@@ -722,7 +722,6 @@ def _b64_secret_end(text: str, start: int, end: int) -> int:
 # ---- \uXXXX escapes written out in a text (a JSON file, a Python literal): the runs holding them
 # are decoded and redacted; a run that hides a secret is replaced by its redacted decoding.
 _ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
-_ESC_RUN_LEFT = re.compile(r"(?:[A-Za-z0-9_\-+/=.~]|\\u[0-9a-fA-F]{4}){0,400}\Z")
 _ESC_RUN_RIGHT = re.compile(r"(?:[A-Za-z0-9_\-+/=.~]|\\u[0-9a-fA-F]{4}){0,4096}")
 
 
@@ -732,8 +731,14 @@ def _escaped_spans(text: str) -> list[tuple[int, int, str]]:
     for m in _ESCAPE.finditer(text):
         if m.start() < end:
             continue
-        left = _ESC_RUN_LEFT.search(text, max(0, m.start() - 2400), m.start())
-        start = left.start() if left else m.start()
+        start, lo = m.start(), max(0, m.start() - 2400)
+        while start > lo:  # back over token characters and whole escapes
+            if text[start - 1] in _RUN_SET and text[start - 1] not in "$":
+                start -= 1
+            elif start - 6 >= lo and _ESCAPE.match(text, start - 6, start):
+                start -= 6
+            else:
+                break
         end = _ESC_RUN_RIGHT.match(text, m.start()).end()
         run = text[start:end]
         decoded = _ESCAPE.sub(lambda e: chr(int(e.group()[2:], 16)), run)
