@@ -441,6 +441,79 @@ def test_redact_obj_table(obj: object, expected: object, count: int) -> None:
     assert (expected, count) == redact_obj(obj)
 
 
+def test_redact_obj_redacts_any_depth_without_recursion() -> None:
+    """Nesting far deeper than the interpreter's recursion limit is walked (iteratively): the
+    secret at the bottom is redacted, tuples stay tuples, and nothing raises."""
+    values, _ = make_values()
+    obj: object = {"password": "hunter2", "note": f"export GITHUB_TOKEN={values['GH_CLASSIC']}"}
+    for i in range(5000):
+        obj = {"a": obj} if i % 3 else [obj] if i % 2 else (obj, 1)
+    new, n = redact_obj(obj)
+    for i in reversed(range(5000)):
+        assert isinstance(new, dict if i % 3 else list if i % 2 else tuple)
+        new = new["a"] if i % 3 else new[0]
+    assert ({"password": "[REDACTED:password]", "note": "export GITHUB_TOKEN=[REDACTED:github]"}, 2) == (new, n)
+
+
+def test_redact_obj_redacts_secrets_used_as_keys() -> None:
+    """A secret used as a mapping key is redacted like any string; two keys redacted alike stay two."""
+    values, _ = make_values()
+    a, b = values["GH_CLASSIC"], values["GH_OAUTH"]
+    new, n = redact_obj({"headers": {a: "1", b: "2", "plain": "3"}})
+    assert ({"headers": {"[REDACTED:github]": "1", "[REDACTED:github]#2": "2", "plain": "3"}}, 2) == (new, n)
+    assert (new, 0) == redact_obj(new)
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        ({"auth": base64.b64encode(b"ci:" + b"Zk2m9q").decode()}, {"auth": "[REDACTED:basic_auth]"}),
+        ({"auth": "basic"}, {"auth": "basic"}),
+        ({"auth": base64.b64encode(b"just some text").decode()}, {"auth": base64.b64encode(b"just some text").decode()}),
+    ],
+)
+def test_redact_obj_docker_auth(obj: dict, expected: dict) -> None:
+    """Docker's ``auth`` (base64 ``user:password``) is redacted as a value; other ``auth`` values stay."""
+    assert expected == redact_obj(obj)[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("DB_PASSWORD=abc1234", "DB_PASSWORD=[REDACTED:password]"),
+        ("PGPASSWORD=abc1234 psql -h db", "PGPASSWORD=[REDACTED:password] psql -h db"),
+        ("f(PASSWORD=abc, x)", "f(PASSWORD=abc, x)"),
+        ("API_KEY=API_KEY", "API_KEY=API_KEY"),
+        ("password=abc1234", "password=abc1234"),  # lower-case: code, not an .env line
+        ("mysql -uroot -pS3cr3t app", "mysql -uroot -p[REDACTED:password] app"),
+        ("mysql -u root -p app", "mysql -u root -p app"),
+        ("mysql -h db -P3306 -u root", "mysql -h db -P3306 -u root"),
+        ("curl -u admin:pa55 https://x", "curl -u admin:[REDACTED:password] https://x"),
+        ('curl -u "$U:$P" https://x', 'curl -u "$U:$P" https://x'),
+        ("sshpass -p pw9 ssh h", "sshpass -p [REDACTED:password] ssh h"),
+        ("docker login -u a --password-stdin", "docker login -u a --password-stdin"),
+        ("Use --password to set it", "Use --password to set it"),
+        ("x --password=abc y", "x --password=[REDACTED:password] y"),
+        ("db:5432:app:me:pw1234", "db:5432:app:me:[REDACTED:password]"),
+        ("app:8080:GET:/health:200", "app:8080:GET:/health:200"),
+        ("k = '\\u0041KIAABCDEFGHIJKLMNOP'", "k = '[REDACTED:aws_access_key_id]'"),
+        ("print('caf\\u00e9')", "print('caf\\u00e9')"),
+        (base64.b64encode(b"token ghp_" + b"A1b2" * 9).decode(), "[REDACTED:base64]"),
+        (base64.b64encode(b"hello world, nothing here").decode(), base64.b64encode(b"hello world, nothing here").decode()),
+        ("VAULT_TOKEN=hvs." + "CAESIa1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuV", "VAULT_TOKEN=[REDACTED:vault]"),
+    ],
+)
+def test_redact_issue_cases(text: str, expected: str) -> None:
+    """The leak cases of the reliability issue (item 6) and their ordinary look-alikes."""
+    assert expected == redact(text)[0]
+
+
+def test_rule_corpus_is_large_enough() -> None:
+    """The rule corpus (planted_rules.txt) covers at least 100 entries and 70 vendor families."""
+    assert len(load_planted(("planted_rules.txt",))) >= 100
+    assert len([k for k in rule_values()[0] if k.startswith("R_")]) >= 70
+
+
 def test_redact_obj_recurses_into_strings_and_keeps_input() -> None:
     """Nested strings are redacted by pattern; the input object is not mutated."""
     values, _ = make_values()
