@@ -5,12 +5,20 @@ Rules:
 - A secret is replaced by ``[REDACTED:<type>]``; a ``<private>…</private>`` span (case-insensitive,
   multi-line; an unclosed ``<private>`` runs to the end of the text) is replaced by ``[PRIVATE]``.
 - Families, applied in this order (specific before generic): private spans, PEM private-key blocks,
-  vendor tokens by prefix (Anthropic ``sk-ant-``, OpenAI ``sk-``/``sk-proj-``, GitHub ``ghp_ gho_ ghu_
-  ghs_ ghr_ github_pat_``, GitLab ``glpat-``, Slack ``xox[baprs]-`` and webhooks, Stripe
-  ``sk_/rk_`` live/test and ``whsec_``, Google ``AIza``, npm ``npm_``, AWS ``AKIA``/``ASIA`` key
-  ids), JWTs, AWS secret keys in assignments, the password of ``scheme://user:pass@host`` (the user is
-  kept), the credential of an ``Authorization:`` header or of ``Bearer <token>``, and finally
-  ``.env``/code/YAML/JSON/XML/.netrc assignments to secret-named keys.
+  runs holding written-out ``\\uXXXX`` escapes (decoded, redacted, replaced by their redacted
+  decoding), vendor tokens by prefix (Anthropic ``sk-ant-``, OpenAI ``sk-``/``sk-proj-``, GitHub
+  ``ghp_ gho_ ghu_ ghs_ ghr_ github_pat_``, GitLab ``glpat- gldt- glrt- …``, Slack ``xox[abeoprs]-``
+  and webhooks, Stripe ``sk_/rk_`` live/test/prod and ``whsec_``, Google ``AIza``, npm ``npm_``, AWS
+  ``AKIA ASIA ABIA ACCA A3T`` key ids, JWTs), then inside long token runs the rarer vendor tokens
+  (``_RARE_VENDOR``: the prefixed rules of gitleaks' default config and trufflehog's common
+  detectors: DigitalOcean, Vault ``hvs.``, SendGrid ``SG.``, Shopify, Atlassian, Hugging Face, …) and
+  base64 runs hiding a secret (decoded when printable, <= 8 KB: a base64 PEM private key takes the
+  wrapped lines after it), AWS secret keys in assignments, the password of ``scheme://user:pass@host``
+  (the user is kept), the credential of an ``Authorization:`` header or of ``Bearer <token>``,
+  ``.env``/code/YAML/JSON/XML/.netrc assignments to secret-named keys, command-line credentials
+  (``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``docker login -p X``, ``redis-cli -a X``,
+  ``--password X``), ``"auth"`` values that are base64 ``user:password`` (Docker's config), Telegram
+  bot tokens, Azure SAS ``sig=``, and ``.pgpass`` lines (``host:port:database:user:password``).
 - Vendor tokens must stand alone: the character before the prefix and the one after the token may not
   be a token character, so base64 blobs, hex SHAs and UUIDs are never cut open.
 - Secret-named keys (assignment family). The key's LAST word decides, so ``secret_name``,
@@ -31,6 +39,10 @@ Rules:
       YAML tag/anchor, a URL, a ``k=v`` pair, a function call or a subscript; trailing ``.,:`` is
       sentence punctuation, not part of the value. So ``password = getpass()``,
       ``token = request.headers.get(...)``, ``api_key: str``, ``password = os.environ["PW"]`` stay;
+    strong + bare on an .env line (UPPER_CASE name, ``=`` or ``: `` with no space before, nothing
+      after the value but a comment or a command): any literal of >= 3 characters but a reference,
+      ``true``/``none``…, or an UPPER_CASE name (``DB_PASSWORD=abc1234`` goes, ``API_KEY=API_KEY``
+      stays);
     weak: quoted or bare, >= 16 characters, no whitespace/``:``/``.``, >= 2 of lower/upper/digit.
   A PEM block needs key material (16+ base64 characters) — a header-only constant is not a key;
   ``.netrc`` needs ``machine <host>|default`` … ``login <u>`` … ``password <p>``.
@@ -42,11 +54,17 @@ Rules:
   that does not start with a literal runs only when one of its trigger substrings is present; the
   assignment family of a long text runs one pattern per keyword (a literal start) instead of one
   alternation tried at every letter; the case-insensitive families run on a lower-cased copy
-  (same length) rather than with ``re.IGNORECASE``. A 10 KB test log takes ~0.14 ms; 10 MB well
-  under a second.
-- ``redact_obj`` walks dicts/lists/tuples: keys are kept; a non-empty string under a secret-named key
-  is replaced wholesale (unless it is a reference/placeholder); every other string goes through
-  ``redact``.
+  (same length) rather than with ``re.IGNORECASE``. The rarer vendors and base64 are looked for
+  only in the token runs around 16+ letters/digits in a row, found with one ``bytes.find`` on a
+  byte copy of character classes (``_long_runs``), and matched only where a run or a ``.+/=~$``
+  part of it starts; command-line flags and ``.pgpass`` ports are found by a literal first, then
+  their line is looked at. Decoding is bounded (a base64 run is decoded once, its decoding is not
+  decoded again). Costs are measured in bench/, not here.
+- ``redact_obj`` walks dicts/lists/tuples iteratively (any depth; no recursion limit): a key goes
+  through ``redact`` like any string (two keys redacted alike stay two: ``#2``); a non-empty string
+  under a secret-named key is replaced wholesale (unless it is a reference/placeholder), under
+  ``auth`` when it is base64 ``user:password``; every other string goes through ``redact``.
+- Stdlib only: the hook shim loads this file by path on its spool path.
 """
 
 from __future__ import annotations
@@ -166,7 +184,10 @@ _RARE_VENDOR: list[tuple[str, str]] = [
     ("frameio", "fio-u-[A-Za-z0-9_\\-=]{64}"),
     ("gitlab", "GR1348941[A-Za-z0-9_\\-]{20}|_gitlab_session=[0-9a-z]{32}"),
     ("google_oauth", "GOCSPX-[A-Za-z0-9_\\-]{28}|ya29\\.[A-Za-z0-9_\\-]{30,}|1//0[A-Za-z0-9_\\-]{40,}"),
-    ("grafana", "eyJrIjoi[A-Za-z0-9]{70,400}={0,3}|glc_[A-Za-z0-9+/]{32,400}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    (
+        "grafana",
+        "eyJrIjoi[A-Za-z0-9]{70,400}={0,3}|glc_[A-Za-z0-9+/]{32,400}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+    ),
     ("groq", "gsk_[A-Za-z0-9]{48,52}"),
     ("harness", "(?:pat|sat)\\.[A-Za-z0-9_\\-]{22}\\.[A-Za-z0-9]{24}\\.[A-Za-z0-9]{20}"),
     ("heroku", "HRKU-AA[0-9a-zA-Z_\\-]{58}"),
@@ -351,7 +372,7 @@ _PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased 
 _PRIVATE_OPEN = re.compile(r"<private>", re.I)  # starts with a literal "<": a fast scan
 _WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
 _ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
-_CLI_TRIGGERS = (" -p", " -u", " -a", " --pass", " --user", " --proxy-user", " --token", " --api-key", " --secret")
+_CLI_FLAG_RE = r" -(?:[pua]|-(?:pass|user|proxy-user|token|api-key|secret))"  # a flag that takes a credential
 
 
 def _lower(text: str) -> str:
@@ -546,11 +567,11 @@ _SHORT = 1024
 _ANY_TRIGGER_RE = re.compile(
     "|".join(re.escape(t) for _typ, _pat, ts in _VENDOR for t in ts)
     + "|(?i:<private>|private key|://|bearer|"
-    + "|".join(re.escape(t) for t in (*_ASSIGN_TRIGGERS, *_CLI_TRIGGERS, "secret", "authorization"))
+    + "|".join(re.escape(t) for t in (*_ASSIGN_TRIGGERS, "secret", "authorization"))
     + ")"
     + "|[A-Za-z0-9]{16}|\\\\u[0-9a-fA-F]{4}|:(?:[0-9]{1,5}|\\*):"  # long runs, escapes, .pgpass
     + "|" + "|".join(re.escape(lit) for lit, _p, _t in _KEYED_LITERALS)
-    + "| -"  # command-line flags
+    + "|" + _CLI_FLAG_RE  # command-line flags
 )
 
 
@@ -751,18 +772,24 @@ def _escaped_spans(text: str) -> list[tuple[int, int, str]]:
 # ---- credentials on command lines and in .pgpass lines (lower-cased copy) -------------------------
 _CLI = [
     # mysql -pSECRET (attached: "-p SECRET" would name a database)
-    re.compile(r"(?:mysql\w*|mariadb\w*)(?:[ \t]+(?:-[-\w]+(?:=\S+)?|'[^'\n]*'|\"[^\"\n]*\"|\w\S*))*?[ \t]+-p([^\s'\"-][^\s'\"]*)"),
+    re.compile(
+        r"(?:mysql\w*|mariadb\w*)(?:[ \t]+(?:-[-\w]+(?:=\S+)?|'[^'\n]*'|\"[^\"\n]*\"|\w\S*))*?"  # args before
+        r"[ \t]+-p([^\s'\"-][^\s'\"]*)"
+    ),
     # curl/wget -u user:SECRET, --user=user:SECRET, --proxy-user …
     re.compile(r"(?:curl|wget)\b[^\n|;&]*?[ \t](?:-u|--user|--proxy-user|-U)(?:=|[ \t]+)['\"]?[^\s:'\"]+:([^\s'\"@]+)"),
     # sshpass -p SECRET, docker/podman login -p SECRET, redis-cli -a SECRET
-    re.compile(r"(?:sshpass|(?:docker|podman)[ \t]+login|redis-cli)\b[^\n|;&]*?[ \t]-[pa][ \t]+['\"]?([^\s'\"-][^\s'\"]*)"),
+    re.compile(
+        r"(?:sshpass|(?:docker|podman)[ \t]+login|redis-cli)\b[^\n|;&]*?[ \t]-[pa][ \t]+['\"]?([^\s'\"-][^\s'\"]*)"
+    ),
     # --password SECRET / --password=SECRET / --token SECRET (any tool)
     re.compile(r"--(?:password|passwd|pass|token|api-key|secret)(?:=|[ \t]+)['\"]?([^\s'\"-][^\s'\"]*)"),
 ]
-_CLI_FLAG = re.compile(r" -(?:[pua]|-(?:pass|user|proxy-user|token|api-key|secret))")
+_CLI_FLAG = re.compile(_CLI_FLAG_RE)
 _PGPASS_PORT = re.compile(r":(?:[0-9]{1,5}|\*):")
 _PGPASS = re.compile(  # host:port:database:user:password (database and user are names; "*" is any)
-    r"([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):([a-z0-9_.\-*$]+):([a-z0-9_.\-*@$]+):([^\s]{3,})[ \t]*\r?$",
+    r"([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):"
+    r"([a-z0-9_.\-*$]+):([a-z0-9_.\-*@$]+):([^\s]{3,})[ \t]*\r?$",
     re.M,
 )
 
@@ -785,7 +812,8 @@ def _cli_spans(text: str) -> list[tuple[int, int, str]]:
             val = text[s:e].rstrip(".,;:)")
             if not val or _is_reference(val) or (val.isalpha() and val.isupper()) or val.lower() in _FLAG_WORDS:
                 continue
-            if pat is _CLI[3] and text[m.end(0) - len(m.group(1)) - 1] in " \t'\"" and (len(val) < 4 or _classes(val) < 2):
+            spaced = text[m.end(0) - len(m.group(1)) - 1] in " \t'\""
+            if pat is _CLI[3] and spaced and (len(val) < 4 or _classes(val) < 2):
                 continue
             spans.append((s, s + len(val), "[REDACTED:password]"))
     return spans
@@ -820,7 +848,8 @@ def _is_env_line(text: str, name: str, after_kw: int, value_end: int) -> bool:
         return False
     nl = text.find("\n", value_end)
     rest = text[value_end : len(text) if nl < 0 else nl].strip()
-    return not rest or rest[0] == "#" or rest[0].isalpha() or rest.startswith(("&&", "||", ";", "\\"))  # PGPASSWORD=x psql
+    # PGPASSWORD=x psql …, DB_PASS=x && …, a comment
+    return not rest or rest[0] == "#" or rest[0].isalpha() or rest.startswith(("&&", "||", ";", "\\"))
 
 
 def _looks_secret_env(v: str) -> bool:
