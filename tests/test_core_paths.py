@@ -167,7 +167,7 @@ def test_project_dir_matches(name: str, cwd: str, expected: bool) -> None:
 
 ALLOWED_IMPORTS = {
     "__future__", "re", "functools", "typing", "collections.abc", "math", "datetime", "posixpath",
-    "enum", "msgspec", "ctxlifed.core.model",
+    "enum", "msgspec", "ctxlifed.core.model", "binascii",  # binascii: a pure codec (redact decodes base64)
 }
 
 
