@@ -102,6 +102,66 @@ def test_planted_secrets_never_reach_a_file(rdaemon: Any, short_tmp: Path, figur
     assert [] == leaked
 
 
+def _structured_secrets() -> tuple[dict[str, Any], list[str]]:
+    """A tool input holding secrets where a text scan does not reach: as dict keys, and nested
+    deeper than 200 levels (a dict chain and a list chain). Returns the input and its values."""
+    from test_core_redact import rule_values
+
+    vals, _ = rule_values(seed=29)
+    key_gh, key_aws, deep_a, deep_b = vals["I_B64_GITHUB"], vals["R_AWS_ABIA"], vals["R_SENDGRID"], vals["R_LINEAR"]
+    key_gh = __import__("base64").b64decode(key_gh).decode()  # the raw token itself, used as a key
+    deep_dict: Any = {"token_value": deep_a}
+    for _ in range(300):
+        deep_dict = {"a": deep_dict}
+    deep_list: Any = [deep_b]
+    for _ in range(250):
+        deep_list = [deep_list]
+    inp = {"headers": {key_gh: "1", f"x-{key_aws}": "2"}, "deep_list": deep_list, "deep_dict": deep_dict}
+    return inp, [key_gh, key_aws, deep_a, deep_b]
+
+
+@pytest.mark.parametrize("channel", ["hook", "transcript"])
+def test_secrets_as_keys_and_deeply_nested_never_reach_a_file(rdaemon: Any, short_tmp: Path, figures: Any,
+                                                             channel: str) -> None:
+    """Secrets used as dict keys and secrets nested deeper than 200 levels, in a hook's tool input
+    and output (``hook``) or in a transcript's tool call (``transcript``), are absent from every
+    file of the data dir (DB, WAL, SHM, log, spool)."""
+    inp, values = _structured_secrets()
+    roots = short_tmp / "claude" / "projects"
+    (roots / "p").mkdir(parents=True)
+    transcript = roots / "p" / "structured.jsonl"
+    transcript.write_bytes(b"")
+    d = rdaemon(CTXLIFED_TRANSCRIPT_ROOTS=str(roots))
+    d.start()
+    if channel == "hook":
+        r = d.rpc("hook", hook("PostToolUse", "structured", "/tmp/structured", tool_name="mcp__db__query",
+                               tool_input=inp, tool_response={"result": inp}))
+    else:
+        call = {"type": "assistant", "uuid": "00000000-0000-4000-8000-000000000101", "sessionId": "t",
+                "timestamp": "2026-11-29T10:00:00.000Z",
+                "message": {"id": "msg_s1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                            "content": [{"type": "tool_use", "id": "toolu_structured01", "name": "mcp__db__query",
+                                         "input": inp}],
+                            "usage": {"input_tokens": 10, "output_tokens": 5}}}
+        result = {"type": "user", "uuid": "00000000-0000-4000-8000-000000000102", "sessionId": "t",
+                  "timestamp": "2026-11-29T10:00:01.000Z",
+                  "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_structured01",
+                                                           "content": json.dumps(inp)}]}}
+        transcript.write_bytes((json.dumps(call) + "\n" + json.dumps(result) + "\n").encode())
+        r = d.rpc("hook", hook("Stop", "structured", "/tmp/structured", transcript_path=str(transcript)))
+        d.rpc("hook", hook("SessionEnd", "structured", "/tmp/structured", transcript_path=str(transcript)))
+    assert "result" in r, r
+    stored = query(d.db, "SELECT count(*) FROM events WHERE session = 'structured'")[0][0]
+    live = grep_files(_everything_on_disk(d), values)
+    d.stop()
+    after = grep_files(_everything_on_disk(d), values)
+    leaked = sorted(set(live) | set(after))
+    figures.record("structured_values", len(values))
+    figures.record("leaked_values", len(leaked), where=sorted({w for v in leaked for w in live.get(v, []) + after.get(v, [])}))
+    assert stored >= 1
+    assert [] == leaked
+
+
 def test_spooled_events_are_redacted_at_rest(rdaemon: Any, short_tmp: Path, figures: Any) -> None:
     """With no daemon, the shim spools: the spool file already holds no planted secret, and once
     ingested the spool is gone and the store holds none either."""

@@ -5,12 +5,20 @@ Rules:
 - A secret is replaced by ``[REDACTED:<type>]``; a ``<private>…</private>`` span (case-insensitive,
   multi-line; an unclosed ``<private>`` runs to the end of the text) is replaced by ``[PRIVATE]``.
 - Families, applied in this order (specific before generic): private spans, PEM private-key blocks,
-  vendor tokens by prefix (Anthropic ``sk-ant-``, OpenAI ``sk-``/``sk-proj-``, GitHub ``ghp_ gho_ ghu_
-  ghs_ ghr_ github_pat_``, GitLab ``glpat-``, Slack ``xox[baprs]-`` and webhooks, Stripe
-  ``sk_/rk_`` live/test and ``whsec_``, Google ``AIza``, npm ``npm_``, AWS ``AKIA``/``ASIA`` key
-  ids), JWTs, AWS secret keys in assignments, the password of ``scheme://user:pass@host`` (the user is
-  kept), the credential of an ``Authorization:`` header or of ``Bearer <token>``, and finally
-  ``.env``/code/YAML/JSON/XML/.netrc assignments to secret-named keys.
+  runs holding written-out ``\\uXXXX`` escapes (decoded, redacted, replaced by their redacted
+  decoding), vendor tokens by prefix (Anthropic ``sk-ant-``, OpenAI ``sk-``/``sk-proj-``, GitHub
+  ``ghp_ gho_ ghu_ ghs_ ghr_ github_pat_``, GitLab ``glpat- gldt- glrt- …``, Slack ``xox[abeoprs]-``
+  and webhooks, Stripe ``sk_/rk_`` live/test/prod and ``whsec_``, Google ``AIza``, npm ``npm_``, AWS
+  ``AKIA ASIA ABIA ACCA A3T`` key ids, JWTs), then inside long token runs the rarer vendor tokens
+  (``_RARE_VENDOR``: the prefixed rules of gitleaks' default config and trufflehog's common
+  detectors: DigitalOcean, Vault ``hvs.``, SendGrid ``SG.``, Shopify, Atlassian, Hugging Face, …) and
+  base64 runs hiding a secret (decoded when printable, <= 8 KB: a base64 PEM private key takes the
+  wrapped lines after it), AWS secret keys in assignments, the password of ``scheme://user:pass@host``
+  (the user is kept), the credential of an ``Authorization:`` header or of ``Bearer <token>``,
+  ``.env``/code/YAML/JSON/XML/.netrc assignments to secret-named keys, command-line credentials
+  (``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``docker login -p X``, ``redis-cli -a X``,
+  ``--password X``), ``"auth"`` values that are base64 ``user:password`` (Docker's config), Telegram
+  bot tokens, Azure SAS ``sig=``, and ``.pgpass`` lines (``host:port:database:user:password``).
 - Vendor tokens must stand alone: the character before the prefix and the one after the token may not
   be a token character, so base64 blobs, hex SHAs and UUIDs are never cut open.
 - Secret-named keys (assignment family). The key's LAST word decides, so ``secret_name``,
@@ -31,6 +39,10 @@ Rules:
       YAML tag/anchor, a URL, a ``k=v`` pair, a function call or a subscript; trailing ``.,:`` is
       sentence punctuation, not part of the value. So ``password = getpass()``,
       ``token = request.headers.get(...)``, ``api_key: str``, ``password = os.environ["PW"]`` stay;
+    strong + bare on an .env line (UPPER_CASE name, ``=`` or ``: `` with no space before, nothing
+      after the value but a comment or a command): any literal of >= 3 characters but a reference,
+      ``true``/``none``…, or an UPPER_CASE name (``DB_PASSWORD=abc1234`` goes, ``API_KEY=API_KEY``
+      stays);
     weak: quoted or bare, >= 16 characters, no whitespace/``:``/``.``, >= 2 of lower/upper/digit.
   A PEM block needs key material (16+ base64 characters) — a header-only constant is not a key;
   ``.netrc`` needs ``machine <host>|default`` … ``login <u>`` … ``password <p>``.
@@ -42,15 +54,22 @@ Rules:
   that does not start with a literal runs only when one of its trigger substrings is present; the
   assignment family of a long text runs one pattern per keyword (a literal start) instead of one
   alternation tried at every letter; the case-insensitive families run on a lower-cased copy
-  (same length) rather than with ``re.IGNORECASE``. A 10 KB test log takes ~0.14 ms; 10 MB well
-  under a second.
-- ``redact_obj`` walks dicts/lists/tuples: keys are kept; a non-empty string under a secret-named key
-  is replaced wholesale (unless it is a reference/placeholder); every other string goes through
-  ``redact``.
+  (same length) rather than with ``re.IGNORECASE``. The rarer vendors and base64 are looked for
+  only in the token runs around 16+ letters/digits in a row, found with one ``bytes.find`` on a
+  byte copy of character classes (``_long_runs``), and matched only where a run or a ``.+/=~$``
+  part of it starts; command-line flags and ``.pgpass`` ports are found by a literal first, then
+  their line is looked at. Decoding is bounded (a base64 run is decoded once, its decoding is not
+  decoded again). Costs are measured in bench/, not here.
+- ``redact_obj`` walks dicts/lists/tuples iteratively (any depth; no recursion limit): a key goes
+  through ``redact`` like any string (two keys redacted alike stay two: ``#2``); a non-empty string
+  under a secret-named key is replaced wholesale (unless it is a reference/placeholder), under
+  ``auth`` when it is base64 ``user:password``; every other string goes through ``redact``.
+- Stdlib only: the hook shim loads this file by path on its spool path.
 """
 
 from __future__ import annotations
 
+import binascii
 import functools
 import re
 from typing import Any
@@ -84,21 +103,33 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     ),
     ("github", _prefixed("github_pat_", "[A-Za-z0-9_]{22,255}"), ("github_pat_",)),
-    ("gitlab", _prefixed("glpat-", f"[{_TOKCH}]{{20,}}"), ("glpat-",)),
+    (
+        "gitlab",
+        # personal, deploy, feed, runner, SCIM, mail, feature-flag, agent, OAuth-app, trigger, CI job
+        re.compile(
+            f"gl(?<![{_TOKCH}]gl)(?:pat-|dt-|ft-|rt-|soat-|imt-|ffct-|agent-|oas-|ptt-|cbt-[0-9a-zA-Z]{{1,5}}_)"
+            f"[{_TOKCH}]{{20,}}(?![{_TOKCH}])"
+        ),
+        ("glpat-", "gldt-", "glft-", "glrt-", "glsoat-", "glimt-", "glffct-", "glagent-", "gloas-", "glptt-", "glcbt-"),
+    ),
     (
         "slack",
-        re.compile(f"xox[baprse]-(?<![{_TOKCH}]xox[baprse]-)[A-Za-z0-9\\-]{{10,}}(?![{_TOKCH}])"),
+        re.compile(f"xox[abeoprs]-(?<![{_TOKCH}]xox[abeoprs]-)[A-Za-z0-9\\-]{{10,}}(?![{_TOKCH}])"),
         ("xox",),
     ),
     ("slack", _prefixed("xapp-", "[0-9]-[A-Za-z0-9\\-]{10,}"), ("xapp-",)),
     # the host stays readable; the path after /services/ is the secret
-    ("slack_webhook", re.compile("(?<=hooks\\.slack\\.com/services/)[A-Za-z0-9_/]{20,}"), ("hooks.slack.com",)),
+    (
+        "slack_webhook",
+re.compile("(?<=hooks\\.slack\\.com/(?:services|triggers)/)[A-Za-z0-9_/]{20,}"),
+        ("hooks.slack.com",),
+    ),
     (
         "stripe",
         re.compile(
-            f"(?:sk|rk)_(?:live|test)_(?<![{_TOKCH}].._(?:live|test)_)[A-Za-z0-9]{{16,}}(?![{_TOKCH}])"
+            f"(?:sk|rk)_(?:live|test|prod)_(?<![{_TOKCH}].._(?:live|test|prod)_)[A-Za-z0-9]{{16,}}(?![{_TOKCH}])"
         ),
-        ("k_live_", "k_test_"),
+        ("k_live_", "k_test_", "k_prod_"),
     ),
     ("stripe", _prefixed("whsec_", "[A-Za-z0-9]{24,}"), ("whsec_",)),
     ("google_api_key", _prefixed("AIza", f"[{_TOKCH}]{{35}}"), ("AIza",)),
@@ -106,8 +137,8 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     (
         "aws_access_key_id",
         # AKIA = long-term access key id, ASIA = temporary (STS); AIDA/AROA… are mere user/role ids
-        re.compile("A(?:KIA|SIA)(?<![A-Za-z0-9]A...)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-        ("AKIA", "ASIA"),
+        re.compile("A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9]A...)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
     ),
     ("jwt", _prefixed("eyJ", f"[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}"), ("eyJ",)),
 ]
@@ -119,6 +150,120 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
 _VENDOR_PROBES: list[tuple[str, re.Pattern[str], tuple[str, ...], bool]] = [
     (typ, pat, triggers, pat.pattern[:1].isalnum()) for typ, pat, triggers in _VENDOR
 ]
+
+# ---- rarer vendor tokens, looked for only inside long token runs --------------------------------
+# A pattern per vendor searched over the whole text costs a pass each (~1 µs per KB); these ~70
+# would double the cost of a text. Every one of them holds a run of >= 16 letters/digits, so they
+# are searched only inside the token runs around such a stretch (``_long_runs``), which are found
+# with one ``bytes.find`` scan. Same boundaries as above: nothing token-like before or after.
+_RARE_VENDOR: list[tuple[str, str]] = [
+    ("1password", "ops_eyJ[A-Za-z0-9+/]{250,}={0,3}"),
+    ("adobe", "p8e-[A-Za-z0-9]{32}"),
+    ("age", "AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("airtable", "pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}"),
+    ("alibaba", "LTAI[A-Za-z0-9]{20}"),
+    ("artifactory", "AKCp[A-Za-z0-9]{69}|cmVmd[A-Za-z0-9]{59}"),
+    ("atlassian", "ATATT3[A-Za-z0-9_\\-=]{186}"),
+    ("azure_ad_client_secret", "[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\\-]{31,34}"),
+    ("braintree", "access_token\\$(?:production|sandbox)\\$[a-z0-9]{16}\\$[a-f0-9]{32}"),
+    ("clickhouse", "4b1d[A-Za-z0-9]{38}"),
+    ("clojars", "CLOJARS_[A-Za-z0-9]{60}"),
+    ("cloudflare", "v1\\.0-[a-f0-9]{24}-[a-f0-9]{146}"),
+    ("contentful", "CFPAT-[A-Za-z0-9_\\-]{43}"),
+    ("databricks", "dapi[a-f0-9]{32}(?:-[0-9])?"),
+    ("digitalocean", "do[opr]_v1_[a-f0-9]{64}"),
+    ("discord", "[MNO][A-Za-z0-9_\\-]{23,25}\\.[A-Za-z0-9_\\-]{6}\\.[A-Za-z0-9_\\-]{27,38}"),
+    ("docker", "dckr_(?:pat|oat)_[A-Za-z0-9_\\-]{27,}"),
+    ("doppler", "dp\\.(?:pt|st|ct|sa|scim|audit)\\.[A-Za-z0-9]{40,44}"),
+    ("duffel", "duffel_(?:test|live)_[A-Za-z0-9_\\-=]{43}"),
+    ("dynatrace", "dt0c01\\.[A-Za-z0-9]{24}\\.[A-Za-z0-9]{64}"),
+    ("easypost", "EZ[AT]K[A-Za-z0-9]{54}"),
+    ("facebook", "EAA[MC][A-Za-z0-9]{100,}"),
+    ("flutterwave", "FLW(?:SECK|PUBK)(?:_TEST)?-[a-hA-H0-9]{12,32}(?:-X)?"),
+    ("flyio", "fo1_[A-Za-z0-9_\\-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3}"),
+    ("frameio", "fio-u-[A-Za-z0-9_\\-=]{64}"),
+    ("gitlab", "GR1348941[A-Za-z0-9_\\-]{20}|_gitlab_session=[0-9a-z]{32}"),
+    ("google_oauth", "GOCSPX-[A-Za-z0-9_\\-]{28}|ya29\\.[A-Za-z0-9_\\-]{30,}|1//0[A-Za-z0-9_\\-]{40,}"),
+    (
+        "grafana",
+        "eyJrIjoi[A-Za-z0-9]{70,400}={0,3}|glc_[A-Za-z0-9+/]{32,400}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+    ),
+    ("groq", "gsk_[A-Za-z0-9]{48,52}"),
+    ("harness", "(?:pat|sat)\\.[A-Za-z0-9_\\-]{22}\\.[A-Za-z0-9]{24}\\.[A-Za-z0-9]{20}"),
+    ("heroku", "HRKU-AA[0-9a-zA-Z_\\-]{58}"),
+    ("huggingface", "(?:hf_|api_org_)[A-Za-z]{34}"),
+    ("infracost", "ico-[A-Za-z0-9]{32}"),
+    ("intra42", "s-s4t2(?:ud|af)-[a-f0-9]{64}"),
+    ("langsmith", "lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),
+    ("linear", "lin_(?:api|oauth)_[A-Za-z0-9]{40}"),
+    ("mailchimp", "[a-f0-9]{32}-us[0-9]{1,2}"),
+    ("mailgun", "(?:pub)?key-[a-f0-9]{32}"),
+    ("mapbox", "sk\\.eyJ[A-Za-z0-9_\\-]{50,}\\.[A-Za-z0-9_\\-]{20,}"),
+    ("maxmind", "[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk"),
+    ("new_relic", "NR(?:AK|II|JS)-[A-Za-z0-9]{19,32}"),
+    ("notion", "ntn_[0-9]{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43}"),
+    ("octopus", "API-[A-Z0-9]{26}"),
+    ("openshift", "sha256~[A-Za-z0-9_\\-]{43}"),
+    ("perplexity", "pplx-[A-Za-z0-9]{48}"),
+    ("pinecone", "pcsk_[A-Za-z0-9_]{40,}"),
+    ("planetscale", "pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.\\-]{32,64}"),
+    ("postman", "PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"),
+    ("prefect", "pnu_[A-Za-z0-9]{36}"),
+    ("pulumi", "pul-[a-f0-9]{40}"),
+    ("pypi", "pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\\-]{50,1000}"),
+    ("readme", "rdme_[a-z0-9]{70}"),
+    ("replicate", "r8_[A-Za-z0-9]{37}"),
+    ("rubygems", "rubygems_[a-f0-9]{48}"),
+    ("scalingo", "tk-us-[A-Za-z0-9_\\-]{48}"),
+    ("sendgrid", "SG\\.[A-Za-z0-9_\\-]{22}\\.[A-Za-z0-9_\\-]{43}"),
+    ("sendinblue", "xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("sentry", "sntryu_[a-f0-9]{64}|sntrys_eyJ[A-Za-z0-9+/=_]{50,}"),
+    ("settlemint", "sm_(?:aat|pat|sat)_[A-Za-z0-9]{16}"),
+    ("shippo", "shippo_(?:live|test)_[a-fA-F0-9]{40}"),
+    ("shopify", "shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("sourcegraph", "sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
+    ("square", "EAAA[A-Za-z0-9_\\-]{22,60}|sq0(?:atp|csp)-[A-Za-z0-9_\\-]{22,43}"),
+    ("supabase", "sbp_[a-f0-9]{40}"),
+    ("terraform", "[A-Za-z0-9]{14}\\.atlasv1\\.[A-Za-z0-9_\\-=]{60,70}"),
+    ("twilio", "SK[0-9a-fA-F]{32}"),
+    ("twitter", "A{22}[A-Za-z0-9]{80,100}"),
+    ("typeform", "tfp_[A-Za-z0-9_\\-.=]{59}"),
+    ("vault", "hv[sbr]\\.[A-Za-z0-9_\\-]{24,300}"),
+    ("xai", "xai-[A-Za-z0-9]{80}"),
+    ("yandex", "AQVN[A-Za-z0-9_\\-]{35,38}|t1\\.[A-Za-z0-9_\\-]+={0,2}\\.[A-Za-z0-9_\\-]{86}={0,2}"),
+]
+_RARE_RE = re.compile(  # one look-behind, then a branch per vendor (most start with a literal)
+    f"(?<![{_TOKCH}])(?:"
+    + "|".join(f"(?P<v{i}>{body})" for i, (_t, body) in enumerate(_RARE_VENDOR))
+    + f")(?![{_TOKCH}])"
+)
+_RARE_TYPE = {f"v{i}": typ for i, (typ, _b) in enumerate(_RARE_VENDOR)}
+_DISCORD = next(f"v{i}" for i, (typ, _b) in enumerate(_RARE_VENDOR) if typ == "discord")
+
+
+def _is_discord_token(tok: str) -> bool:
+    """A Discord bot token starts with the base64 of the bot's numeric id (not a dotted name)."""
+    decoded = _b64_decoded(tok.split(".", 1)[0])
+    return decoded is not None and decoded.isdigit()
+
+# What a token run is made of: token characters plus what the formats above and base64 put in
+# between (``. + / = ~ $``). A run is bounded by anything else (space, quote, ``:``, ``,``, …).
+_RUN_CHARS = "A-Za-z0-9_\\-.+/=~$"
+_RUN_SEP = re.compile("[.+/=~$]")  # where a token inside a run can start
+_RUN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~$")
+_RUN_RIGHT = re.compile(f"[{_RUN_CHARS}]{{0,{1 << 16}}}")
+_ALNUM_BYTES = bytes(97 if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
+_CORE = b"a" * 16  # 16 letters/digits in a row: a token's body or base64, never a word
+
+# ---- base64 that hides a secret: a plausible base64 run is decoded (bounded) and the decoded
+# text is redacted; if anything is found, or it is ``user:password`` (Docker's "auth", Basic), the
+# whole run goes. A long run (a file, an image) is only checked for a base64 PEM private key.
+_B64_SEG = re.compile("[A-Za-z0-9+/\\-_]{16,}={0,2}")
+_B64_MAX = 8192
+_B64_PEM = "LS0tLS1CRUdJTi"  # base64 of "-----BEGIN"
+_B64_WRAPPED = re.compile("(?:\\r?\\n[ \\t]*[A-Za-z0-9+/]{16,}={0,2})+")  # the lines that follow
+_PRINTABLE = re.compile(b"[\\t\\n\\r\\x20-\\x7e]+\\Z")
+_USERPASS = re.compile("[^\\s:/@]{1,64}:(?!//)[^\\s]{3,}\\Z")
 
 # ---- PEM private keys: BEGIN line, body (base64, headers, escaped newlines), optional END line -----
 _PEM = re.compile(
@@ -172,7 +317,7 @@ _ASSIGN_REST = (
     r")"
     # bare: >= 8 chars; not a call/subscript, not a plain or dotted identifier without digits
     r"|(?![a-z_]++" + _END + r")(?![a-z_$][\w$]*+(?:\.[a-z_$][\w$]*+)++" + _END + r")"
-    r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{8,}+)(?![(\[])"
+    r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{3,}+)(?![(\[])"
     r")"
 )
 _ASSIGN = re.compile(_KW + _ASSIGN_REST)
@@ -227,6 +372,7 @@ _PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased 
 _PRIVATE_OPEN = re.compile(r"<private>", re.I)  # starts with a literal "<": a fast scan
 _WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
 _ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
+_CLI_FLAG_RE = r" -(?:[pua]|-(?:pass|user|proxy-user|token|api-key|secret))"  # a flag that takes a credential
 
 
 def _lower(text: str) -> str:
@@ -404,6 +550,15 @@ def _recheck_marked_lines(text: str) -> tuple[str, int]:
 _LINE_SEP = "\n\x00\n"
 
 
+# Secrets known by a literal next to them: a Telegram bot token's ``:AA``, an Azure SAS
+# signature's ``sig=``, Docker's ``"auth"`` (base64 ``user:password``, too short for the runs).
+_KEYED_LITERALS = [
+    (":AA", re.compile(r":(?<=[0-9]{8}:)(AA[A-Za-z0-9_\-]{33})(?![A-Za-z0-9_\-])"), "telegram"),
+    ("sig=", re.compile(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/=]{16,})"), "azure_sas"),
+    ('"auth"', re.compile(r'"auth"[ \t]*:[ \t]*"([A-Za-z0-9+/=]{8,1024})"'), "basic_auth"),
+]
+
+
 # Every family needs one of these substrings (vendor triggers as written; the rest in any case,
 # a superset of ``_lower``'s folding). For a short string (most of a payload: ids, paths, names)
 # one scan for all of them is cheaper than the families' own checks; a long one pays ~8 ns/byte
@@ -414,10 +569,13 @@ _ANY_TRIGGER_RE = re.compile(
     + "|(?i:<private>|private key|://|bearer|"
     + "|".join(re.escape(t) for t in (*_ASSIGN_TRIGGERS, "secret", "authorization"))
     + ")"
+    + "|[A-Za-z0-9]{16}|\\\\u[0-9a-fA-F]{4}|:(?:[0-9]{1,5}|\\*):"  # long runs, escapes, .pgpass
+    + "|" + "|".join(re.escape(lit) for lit, _p, _t in _KEYED_LITERALS)
+    + "|" + _CLI_FLAG_RE  # command-line flags
 )
 
 
-def _redact_once(text: str) -> tuple[str, int]:
+def _redact_once(text: str, decode: bool = True) -> tuple[str, int]:
     if len(text) <= _SHORT and _ANY_TRIGGER_RE.search(text) is None:
         return text, 0
     count = 0
@@ -437,11 +595,23 @@ def _redact_once(text: str) -> tuple[str, int]:
             text, n = _splice(text, spans)
             count += n
 
-    # 3. vendor tokens
+    # 3. \uXXXX escapes written out: runs holding them are decoded and redacted
+    if "\\u" in text:
+        spans = _escaped_spans(text)
+        if spans:
+            text, n = _splice(text, spans)
+            count += n
+
+    # 4. vendor tokens, then the rarer ones and base64-hidden secrets inside long token runs
     for typ, pat, triggers, probe in _VENDOR_PROBES:
         if (pat.search(text) is not None) if probe else any(t in text for t in triggers):
             text, n = pat.subn(f"[REDACTED:{typ}]", text)
             count += n
+    spans = _long_token_spans(text, decode)
+    if spans:
+        spans.sort()
+        text, n = _splice(text, spans)
+        count += n
 
     low = _lower(text)  # once per pass, for the case-insensitive families below
     # 4.-7. families found on the lower-cased copy; spans are collected, then spliced once
@@ -469,11 +639,225 @@ def _redact_once(text: str) -> tuple[str, int]:
                 spans3.append((m.start(1), m.end(1), "[REDACTED:bearer]"))
     if len(low) > _SHORT or any(t in low for t in _ASSIGN_TRIGGERS):  # long: each keyword's search is its check
         spans3 += _assignment_spans(text, low)
+    if " -" in text:
+        spans3 += _cli_spans(text)
+    for literal, pat, typ in _KEYED_LITERALS:
+        if literal in text:
+            for m in pat.finditer(text):
+                val = m.group(1)
+                if typ != "basic_auth" or _is_basic_credential(val):
+                    spans3.append((m.start(1), m.end(1), f"[REDACTED:{typ}]"))
+    if ":" in text:
+        spans3 += _pgpass_spans(text, low)
     if spans3:
         spans3.sort()
         text, n = _splice(text, spans3)
         count += n
     return text, count
+
+
+def _long_runs(text: str) -> list[tuple[int, int]]:
+    """The token runs (``_RUN_CHARS``) that hold 16+ letters/digits in a row, as ``(start, end)``.
+
+    The stretches are found on a byte copy where every letter/digit is ``a`` and anything else a
+    space (``encode`` with ``replace`` keeps one byte per character), by ``bytes.find`` of 16
+    ``a``: a C scan, not a regex tried at every position. Each stretch is then widened to its run."""
+    classes = text.encode("ascii", "replace").translate(_ALNUM_BYTES)
+    pos = classes.find(_CORE)
+    if pos < 0:
+        return []
+    runs: list[tuple[int, int]] = []
+    end = 0
+    while pos >= 0:
+        if pos >= end:  # a stretch inside the run found last is that run
+            start, lo = pos, max(0, pos - 400)
+            while start > lo and text[start - 1] in _RUN_SET:
+                start -= 1
+            end = _RUN_RIGHT.match(text, pos).end()
+            runs.append((start, end))
+        stop = classes.find(b" ", pos)
+        pos = classes.find(_CORE, stop) if stop >= 0 else -1
+    return runs
+
+
+def _long_token_spans(text: str, decode: bool) -> list[tuple[int, int, str]]:
+    """Rare vendor tokens and base64-hidden secrets inside the long token runs of ``text``."""
+    spans: list[tuple[int, int, str]] = []
+    for a, b in _long_runs(text):
+        run = text[a:b]
+        found = False
+        pos = 0
+        while pos >= 0:  # a token starts the run or follows one of . + / = ~ $ (tried there only)
+            m = _RARE_RE.match(run, pos)
+            if m is not None and (m.lastgroup != _DISCORD or _is_discord_token(m.group())):
+                spans.append((a + m.start(), a + m.end(), f"[REDACTED:{_RARE_TYPE[m.lastgroup or '']}]"))
+                found = True
+            nxt = _RUN_SEP.search(run, m.end() if m is not None else pos)
+            pos = nxt.end() if nxt is not None else -1
+        if found or not decode:
+            continue
+        for m in _B64_SEG.finditer(run):
+            if a + m.start() >= 6 and text[a + m.start() - 6 : a + m.start()].lower() == "basic ":
+                continue  # "Authorization: Basic …" is the header family's
+            end = _b64_secret_end(text, a + m.start(), a + m.end())
+            if end:
+                spans.append((a + m.start(), end, "[REDACTED:base64]"))
+    return spans
+
+
+def _b64_decoded(seg: str) -> str | None:
+    """``seg`` decoded as (standard or URL-safe) base64 when that gives printable ASCII, else None."""
+    body = seg.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    if "-" in body or "_" in body:
+        if "+" in body or "/" in body:
+            return None
+        body = body.replace("-", "+").replace("_", "/")
+    try:
+        raw = binascii.a2b_base64(body + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) < 8 or _PRINTABLE.match(raw) is None:
+        return None
+    return raw.decode("ascii")
+
+
+def _b64_secret_end(text: str, start: int, end: int) -> int:
+    """Where the base64 run ``text[start:end]`` that hides a secret ends (0: it hides none). A run
+    that decodes to the start of a PEM private key takes the base64 lines that follow with it."""
+    seg = text[start:end]
+    if len(seg) > _B64_MAX:
+        seg = seg[: 64 if seg.startswith(_B64_PEM) else 0]
+    decoded = _b64_decoded(seg[: len(seg) - len(seg) % 4] if len(seg) != end - start else seg)
+    if decoded is None:
+        return 0
+    if "PRIVATE KEY" in decoded:
+        wrapped = _B64_WRAPPED.match(text, end)
+        return wrapped.end() if wrapped else end
+    if _redact_once(decoded, decode=False)[1]:
+        return end
+    return 0
+
+
+# ---- \uXXXX escapes written out in a text (a JSON file, a Python literal): the runs holding them
+# are decoded and redacted; a run that hides a secret is replaced by its redacted decoding.
+_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
+_ESC_RUN_RIGHT = re.compile(r"(?:[A-Za-z0-9_\-+/=.~]|\\u[0-9a-fA-F]{4}){0,4096}")
+
+
+def _escaped_spans(text: str) -> list[tuple[int, int, str]]:
+    spans: list[tuple[int, int, str]] = []
+    end = 0
+    for m in _ESCAPE.finditer(text):
+        if m.start() < end:
+            continue
+        start, lo = m.start(), max(0, m.start() - 2400)
+        while start > lo:  # back over token characters and whole escapes
+            if text[start - 1] in _RUN_SET and text[start - 1] not in "$":
+                start -= 1
+            elif start - 6 >= lo and _ESCAPE.match(text, start - 6, start):
+                start -= 6
+            else:
+                break
+        end = _ESC_RUN_RIGHT.match(text, m.start()).end()
+        run = text[start:end]
+        decoded = _ESCAPE.sub(lambda e: chr(int(e.group()[2:], 16)), run)
+        red, n = _redact_once(decoded)
+        if n:
+            spans.append((start, end, red))
+    return spans
+
+
+# ---- credentials on command lines and in .pgpass lines (lower-cased copy) -------------------------
+_CLI = [
+    # mysql -pSECRET (attached: "-p SECRET" would name a database)
+    re.compile(
+        r"(?:mysql\w*|mariadb\w*)(?:[ \t]+(?:-[-\w]+(?:=\S+)?|'[^'\n]*'|\"[^\"\n]*\"|\w\S*))*?"  # args before
+        r"[ \t]+-p([^\s'\"-][^\s'\"]*)"
+    ),
+    # curl/wget -u user:SECRET, --user=user:SECRET, --proxy-user …
+    re.compile(r"(?:curl|wget)\b[^\n|;&]*?[ \t](?:-u|--user|--proxy-user|-U)(?:=|[ \t]+)['\"]?[^\s:'\"]+:([^\s'\"@]+)"),
+    # sshpass -p SECRET, docker/podman login -p SECRET, redis-cli -a SECRET
+    re.compile(
+        r"(?:sshpass|(?:docker|podman)[ \t]+login|redis-cli)\b[^\n|;&]*?[ \t]-[pa][ \t]+['\"]?([^\s'\"-][^\s'\"]*)"
+    ),
+    # --password SECRET / --password=SECRET / --token SECRET (any tool)
+    re.compile(r"--(?:password|passwd|pass|token|api-key|secret)(?:=|[ \t]+)['\"]?([^\s'\"-][^\s'\"]*)"),
+]
+_CLI_FLAG = re.compile(_CLI_FLAG_RE)
+_PGPASS_PORT = re.compile(r":(?:[0-9]{1,5}|\*):")
+_PGPASS = re.compile(  # host:port:database:user:password (database and user are names; "*" is any)
+    r"([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):"
+    r"([a-z0-9_.\-*$]+):([a-z0-9_.\-*@$]+):([^\s]{3,})[ \t]*\r?$",
+    re.M,
+)
+
+
+def _cli_spans(text: str) -> list[tuple[int, int, str]]:
+    """The secret of ``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``--password X``. A value
+    set off by a space (not ``=``) must hold two character classes: ``--password to set`` is prose.
+    Only the lines holding such a flag (``_CLI_FLAG``, a literal first) are looked at."""
+    spans: list[tuple[int, int, str]] = []
+    lines: list[tuple[int, int]] = []
+    for f in _CLI_FLAG.finditer(text):
+        if lines and f.start() < lines[-1][1]:
+            continue
+        ls = text.rfind("\n", 0, f.start()) + 1
+        le = text.find("\n", f.end())
+        lines.append((ls, len(text) if le < 0 else le))
+    for (ls, le), pat in ((ln, p) for ln in lines for p in _CLI):
+        for m in pat.finditer(text, ls, le):
+            s, e = m.span(1)
+            val = text[s:e].rstrip(".,;:)")
+            if not val or _is_reference(val) or (val.isalpha() and val.isupper()) or val.lower() in _FLAG_WORDS:
+                continue
+            spaced = text[m.end(0) - len(m.group(1)) - 1] in " \t'\""
+            if pat is _CLI[3] and spaced and (len(val) < 4 or _classes(val) < 2):
+                continue
+            spans.append((s, s + len(val), "[REDACTED:password]"))
+    return spans
+
+
+def _pgpass_spans(text: str, low: str) -> list[tuple[int, int, str]]:
+    """``host:port:database:user:password`` lines (.pgpass): the password goes. The port field
+    (``:5432:``, ``:*:``, a literal ``:`` first) is looked for before the line is."""
+    out = []
+    pos = 0
+    for probe in _PGPASS_PORT.finditer(low):
+        if probe.start() < pos:
+            continue
+        start = low.rfind("\n", 0, probe.start()) + 1
+        m = _PGPASS.match(low, start)
+        pos = probe.end()
+        if m and not _is_reference(text[m.start(4) : m.end(4)]) and not m.group(4).isdigit():
+            out.append((m.start(4), m.end(4), "[REDACTED:password]"))
+            pos = m.end()
+    return out
+
+
+_FLAG_WORDS = frozenset({"stdin", "file", "prompt", "none", "true", "false", "flag", "option", "env"})
+
+
+def _is_env_line(text: str, name: str, after_kw: int, value_end: int) -> bool:
+    """``NAME=value`` or ``NAME: value`` with an UPPER_CASE name and nothing after the value on its
+    line but space or a comment: an .env / compose / shell assignment, not code."""
+    if not name.isupper() or text.startswith((" ", "\t"), after_kw):
+        return False
+    if not (text.startswith("=", after_kw) or text.startswith(": ", after_kw)):
+        return False
+    nl = text.find("\n", value_end)
+    rest = text[value_end : len(text) if nl < 0 else nl].strip()
+    # PGPASSWORD=x psql …, DB_PASS=x && …, a comment
+    return not rest or rest[0] == "#" or rest[0].isalpha() or rest.startswith(("&&", "||", ";", "\\"))
+
+
+def _looks_secret_env(v: str) -> bool:
+    """A bare .env value: any literal of 3+ characters but a reference, a word such as ``true``,
+    or an UPPER_CASE name (``API_KEY=API_KEY``, a pass-through)."""
+    if len(v) < 3 or _is_reference(v) or v.lower() in _WORDS or v[0] in "$%@&*!|>#:":
+        return False
+    return not (_IDENT.match(v) and v.upper() == v and not any(c.isdigit() for c in v))
 
 
 def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
@@ -491,7 +875,12 @@ def _assignment_spans(text: str, low: str) -> list[tuple[int, int, str]]:
             s, e = m.span("bv")
             val = text[s:e].rstrip(".,:")  # "…the token: REQUIRED." ends a sentence
             e = s + len(val)
-            ok = _looks_secret_weak(val) if strength == 1 else _looks_secret_bare(val)
+            if strength == 1:
+                ok = _looks_secret_weak(val)
+            elif _is_env_line(text, name, m.end(1), e):
+                ok = _looks_secret_env(val)  # DB_PASSWORD=abc1234: an .env file's literal, however short
+            else:
+                ok = _looks_secret_bare(val)
         else:
             grp = "qv" if m.group("qv") is not None else "qv1" if m.group("qv1") is not None else "ev"
             s, e = m.span(grp)
@@ -578,42 +967,94 @@ _PLAIN = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[0-9a-f]{8}(?:-[0-9a-f]{4}){3
 def redact_obj(obj: Any) -> tuple[Any, int]:
     """Redact every string in a JSON-like structure; returns ``(new_obj, count)``.
 
-    Keys are kept. A non-empty string under a strongly secret-named key (:func:`is_secret_key`:
-    password, token, secret, api_key, authorization, cookie, …) is replaced wholesale; under a weak
-    name (UPPER_CASE ``…_KEY``) only when it looks like a secret. Values that are a reference or a
-    placeholder (``"<redacted>"``, ``"${TOKEN}"``, ``"***"``, a path, a redaction marker) are left
-    alone, as in text. Every other string goes through :func:`redact`. Dicts and lists
-    are rebuilt, tuples stay tuples, other values are returned as they are. Nesting deeper than 200
-    levels is returned unchanged below that depth.
+    A key goes through :func:`redact` like any string (a secret used as a key is a secret; two keys
+    redacted alike stay two: the second gets ``#2``). A non-empty string under a strongly
+    secret-named key (:func:`is_secret_key`: password, token, secret, api_key, authorization,
+    cookie, …) is replaced wholesale; under a weak name (UPPER_CASE ``…_KEY``) only when it looks
+    like a secret; under ``auth`` (Docker's config) when it is base64 of ``user:password``. Values
+    that are a reference or a placeholder (``"<redacted>"``, ``"${TOKEN}"``, ``"***"``, a path, a
+    redaction marker) are left alone, as in text. Every other string goes through :func:`redact`.
+    Dicts and lists are rebuilt, tuples stay tuples, other values are returned as they are. The
+    walk is iterative: any depth is redacted, none can exhaust the stack.
     """
     total = 0
 
-    def walk(o: Any, depth: int) -> Any:
+    def text(o: str) -> str:
         nonlocal total
-        if isinstance(o, str):
-            if len(o) <= 80 and _PLAIN.fullmatch(o):
-                return o
-            new, n = redact(o)
-            total += n
-            return new
-        if depth > 200:
+        if len(o) <= 80 and _PLAIN.fullmatch(o):
             return o
-        if isinstance(o, dict):
+        new, n = redact(o)
+        total += n
+        return new
+
+    if not isinstance(obj, (dict, list, tuple)):
+        return (text(obj) if isinstance(obj, str) else obj), total
+    root: list[Any] = [None]
+    tuples: list[tuple[Any, Any, list[Any]]] = []  # (parent, slot, list) to freeze, innermost last
+    stack: list[tuple[Any, Any, Any]] = [(obj, root, 0)]  # (source, parent, slot in parent)
+    while stack:
+        o, parent, slot = stack.pop()
+        if isinstance(o, str):
+            parent[slot] = text(o)
+        elif isinstance(o, dict):
             out: dict[Any, Any] = {}
+            parent[slot] = out
             for k, v in o.items():
+                nk = _redacted_key(k)
+                if nk is not k:
+                    total += 1
+                    base, i = nk, 2
+                    while nk in out or nk in o:
+                        nk, i = f"{base}#{i}", i + 1
                 strength = _key_strength(k) if isinstance(v, str) and v.strip() else 0
                 if strength and not _is_reference(v) and (strength == 2 or _looks_secret_weak(v)):
                     kwl = str(k).lower()
-                    typ = "password" if ("pass" in kwl or "pwd" in kwl) else "secret"
-                    out[k] = f"[REDACTED:{typ}]"
+                    out[nk] = "[REDACTED:password]" if ("pass" in kwl or "pwd" in kwl) else "[REDACTED:secret]"
                     total += 1
+                elif k == "auth" and isinstance(v, str) and _is_basic_credential(v):
+                    out[nk] = "[REDACTED:basic_auth]"
+                    total += 1
+                elif isinstance(v, (str, dict, list, tuple)):
+                    out[nk] = None
+                    stack.append((v, out, nk))
                 else:
-                    out[k] = walk(v, depth + 1)
-            return out
-        if isinstance(o, list):
-            return [walk(v, depth + 1) for v in o]
-        if isinstance(o, tuple):
-            return tuple(walk(v, depth + 1) for v in o)
-        return o
+                    out[nk] = v
+        elif isinstance(o, (list, tuple)):
+            lst: list[Any] = [None] * len(o)
+            parent[slot] = lst
+            if isinstance(o, tuple):
+                tuples.append((parent, slot, lst))
+            for j, v in enumerate(o):
+                if isinstance(v, (str, dict, list, tuple)):
+                    stack.append((v, lst, j))
+                else:
+                    lst[j] = v
+        else:
+            parent[slot] = o
+    for parent, slot, lst in reversed(tuples):  # inner tuples are frozen before the lists holding them
+        parent[slot] = tuple(lst)
+    return root[0], total
 
-    return walk(obj, 0), total
+
+_CLEAN_KEYS: set[str] = set()  # keys seen to need no redaction (payload keys repeat on every event)
+
+
+def _redacted_key(k: Any) -> Any:
+    """``k`` itself when it needs no redaction, else its redacted form (a new string)."""
+    if not isinstance(k, str) or k in _CLEAN_KEYS:
+        return k
+    new, n = redact(k)
+    if not n:
+        if len(_CLEAN_KEYS) < 4096 and len(k) <= 64:
+            _CLEAN_KEYS.add(k)
+        return k
+    return new
+
+
+def _is_basic_credential(v: str) -> bool:
+    """A base64 ``user:password`` (Docker's ``auth``, HTTP Basic)."""
+    s = v.strip()
+    if len(s) < 8 or len(s) > 1024:
+        return False
+    decoded = _b64_decoded(s)
+    return decoded is not None and _USERPASS.match(decoded) is not None
