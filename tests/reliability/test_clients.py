@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sqlite3
 import os
 import select
 import shutil
@@ -397,6 +398,25 @@ def test_spool_falls_back_to_the_runtime_dir(short_tmp: Path, figures: Any) -> N
     assert ["full"] == [k["payload"]["session_id"] for k in kept]
     assert 0o600 == os.stat(short_tmp / "run" / "ctxlifed" / "spool.jsonl").st_mode & 0o777
     assert SECRET not in json.dumps(kept)
+
+
+def test_the_daemon_ingests_the_runtime_dir_spool(short_tmp: Path, daemon_factory: Any, figures: Any) -> None:
+    """An event spooled in the runtime dir (the data dir could not take it) is stored, once, by the
+    daemon of that socket when it comes up, and the fallback spool is gone afterwards."""
+    sock = str(short_tmp / "run" / "ctxlifed" / "s.sock")
+    env = shim_env(short_tmp, sock, CTXLIFED_DATA_DIR=_blocked_data_dir(short_tmp))
+    r, _ = run_shim_timed(prompt("fallback"), env)
+    assert r.returncode == 0
+    runtime_spool = short_tmp / "run" / "ctxlifed" / "spool.jsonl"
+    assert len(spooled(runtime_spool)) == 1
+    d = daemon_factory(CTXLIFED_SOCKET=sock).start()  # its own, writable data dir: the fault is over
+    st = d.call("status", {})
+    figures.record("runtime_spool_ingested", st.get("spool_ingested"))
+    assert st.get("spool_ingested") == 1
+    assert not runtime_spool.exists()
+    with sqlite3.connect(d.data_dir / "ctxlifed.db") as c:
+        n = c.execute("SELECT count(*) FROM events WHERE session = 'fallback'").fetchone()[0]
+    assert n == 1
 
 
 def test_what_is_kept_nowhere_is_counted_and_shown(short_tmp: Path, figures: Any, monkeypatch: pytest.MonkeyPatch,

@@ -101,6 +101,11 @@ class Paths:
         return os.path.join(self.data_dir, SPOOL_NAME)
 
     @property
+    def runtime_spool(self) -> str:
+        """Where the shim spools when the data dir cannot take it (full, read-only, I/O error)."""
+        return os.path.join(self.runtime_dir, SPOOL_NAME)
+
+    @property
     def log_dir(self) -> str:
         return os.path.join(self.data_dir, "log")
 

@@ -862,8 +862,21 @@ class Service:
 
     # -- spool ---------------------------------------------------------------------------------
     async def ingest_spool(self) -> int:
-        """Ingest events the shim spooled while the daemon was away. Exactly once per request id."""
-        path = self.paths.spool
+        """Ingest events the shim spooled while the daemon was away, from the data dir's spool and the
+        runtime dir's fallback spool. Exactly once per request id."""
+        n = 0
+        for path in dict.fromkeys((self.paths.spool, self.paths.runtime_spool)):
+            got = await self._ingest_spool_file(path)
+            if got is None:
+                break  # storage full: both files are kept and retried later
+            n += got
+        self.spool_ingested += n
+        if n:
+            log.info("spool_ingested", events=n)
+        return n
+
+    async def _ingest_spool_file(self, path: str) -> int | None:
+        """Ingest one spool file; None when storage filled up (the rest of the file is kept)."""
         work = path + ".ingesting"
         if not os.path.exists(work):
             try:
@@ -893,11 +906,9 @@ class Service:
                     n += 1
                 except StorageFullError:
                     log.warning("spool_ingest_paused", reason="storage_full")
-                    return n  # keep the file: retried later
+                    self.spool_ingested += n
+                    return None  # keep the file: retried later (request ids make the replay exact)
         os.unlink(work)
-        self.spool_ingested += n
-        if n:
-            log.info("spool_ingested", events=n)
         return n
 
 
