@@ -16,7 +16,7 @@ venv: $(STAMP)
 
 ## run: bootstrap .venv, install, start the daemon in the foreground (default socket and store)
 run: $(STAMP)
-	$(VENV)/bin/ctxlifed
+	@$(VENV)/bin/ctxlifed
 
 ## test: bootstrap .venv and run the whole suite
 test: $(STAMP)

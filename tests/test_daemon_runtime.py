@@ -119,3 +119,32 @@ def test_socket_activation_fd_is_served(short_tmp: Path) -> None:
         assert proc.wait(timeout=20) == 0
     assert os.path.exists(path)  # systemd owns an activated socket: we never unlink it
 
+
+
+def test_a_person_in_a_terminal_gets_one_line_saying_where_it_listens(short_tmp: Path) -> None:
+    """`make run`: with stdout on a terminal the daemon says where it listens, where the data is and how
+    to stop, in one line; the log stays on stderr."""
+    import pty
+    import select
+
+    env = daemon_env(short_tmp)
+    env.pop("NOTIFY_SOCKET", None)
+    master, slave = pty.openpty()
+    err = open(short_tmp / "stderr.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "ctxlifed"], env=env, stdout=slave, stderr=err,
+                            stdin=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    try:
+        while b"\n" not in out:
+            ready, _, _ = select.select([master], [], [], 30)
+            assert ready, f"no line on the terminal: {out!r}"
+            out += os.read(master, 4096)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        os.close(master)
+        err.close()
+    line = out.decode().splitlines()[0]
+    assert line.startswith("ctxlifed ") and "Ctrl-C to stop" in line
+    assert f"socket {env['CTXLIFED_SOCKET']}" in line and f"data {env['CTXLIFED_DATA_DIR']}" in line

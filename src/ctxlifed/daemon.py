@@ -29,6 +29,7 @@ import resource
 import signal
 import socket
 import sqlite3
+import sys
 import time
 from typing import Any
 
@@ -93,6 +94,11 @@ def fd_budget(max_connections: int) -> int:
         return max_connections
     return max(4, min(max_connections, soft - FD_RESERVE))
 
+
+
+def ready_line(socket: str, data_dir: str) -> str:
+    """The one line a person running the daemon in a terminal reads (stdout; the log goes to stderr)."""
+    return f"ctxlifed {__version__} is running: socket {socket} · data {data_dir} · Ctrl-C to stop"
 
 class Daemon:
     def __init__(self, paths: Paths, cfg: Config | None = None) -> None:
@@ -206,6 +212,8 @@ class Daemon:
                 log.info("ready", version=__version__, socket=self.paths.socket, db=self.paths.db,
                          activated=self.activated, pid=os.getpid(), ready_ms=round(ready_ms, 1),
                          config_problems=list(self.cfg.problems))
+                if sys.stdout is not None and sys.stdout.isatty():  # a person started us (make run)
+                    print(ready_line(self.paths.socket, self.paths.data_dir), flush=True)
                 # Start-up objects (modules, config, compiled patterns) never die: keep them out of
                 # the collector's sight, so a full collection scans only what requests created
                 # (otherwise it costs tens of ms, paid by whichever hook triggers it).
