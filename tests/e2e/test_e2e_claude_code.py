@@ -108,6 +108,27 @@ def test_session_start_context_reaches_the_next_request(cc: ClaudeEnv) -> None:
     assert ctx.strip() in req.text()
 
 
+def test_the_model_runs_the_recall_command_the_briefing_names(cc: ClaudeEnv) -> None:
+    """The briefing names ctxlifectl by an absolute path; the scripted model runs that very command through
+    Bash, with Claude Code's PATH (which holds no ctxlifectl), and it answers with the decision."""
+    from ctxlifed.runtime.ctl import ctl_command
+
+    first = cc.run("Write the parser and check it. Decision: we will use the csv module for parsing.", TOOLS_SCRIPT)
+    ok(first)
+    named = f"{ctl_command()} recall "  # the briefing: "<ctl> recall <words> | phase:<p> | … | decisions"
+    cmd = named + "csv module"
+    script = {"turns": [{"tool_use": {"name": "Bash", "input": {"command": cmd, "description": "Recall decisions"}}},
+                        {"text": "The parser uses the csv module."}], "default_text": "OK."}
+    run = cc.run("What did we decide about parsing?", script)
+    ok(run)
+    no_hook_errors(run)
+    ctx = run.hook_context("SessionStart:startup")
+    assert named + "<words>" in ctx, ctx  # the briefing names the command the model runs, by its absolute path
+    later = run.api.of_kind("main")[1].text()  # the request carrying the Bash tool_result
+    assert "command not found" not in later and "Exit code 127" not in later
+    assert "csv module" in later.split(cmd, 1)[-1]
+
+
 # -- 3 ------------------------------------------------------------------------------------------------
 def test_compact_archives_first_and_reinjects_what_was_archived(cc: ClaudeEnv) -> None:
     a = cc.run("Write the parser and check it", TOOLS_SCRIPT)
