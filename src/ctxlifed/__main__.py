@@ -4,7 +4,7 @@ Rules:
 - Foreground only (systemd, launchd and the shim's detached spawn all want that); no double fork.
 - Exit codes: 0 clean stop; 1 unexpected failure; 2 unsafe runtime dir (the message names the fix);
   3 another daemon already runs (``--spawned`` turns this into a silent 0: the race was lost to a
-  sibling, which is fine).
+  sibling, which is fine); 4 the store cannot be opened safely (the message names the file and the fix).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from .daemon import configure_logging, run_daemon
     from .runtime.dirs import UnsafeDir
     from .runtime.lock import AlreadyRunning
+    from .store.db import StoreUnusableError
 
     configure_logging(json=args.log_json, level=getattr(logging, args.log_level.upper()))
     try:
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except UnsafeDir as exc:
         print(f"ctxlifed: unsafe runtime directory: {exc}", file=sys.stderr)
         return 2
+    except StoreUnusableError as exc:
+        print(f"ctxlifed: cannot open the store: {exc}", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         return 0
 

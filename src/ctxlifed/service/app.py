@@ -46,7 +46,7 @@ from ..runtime.config import Config
 from ..runtime.paths import Paths
 from ..store import backlog as tri_backlog
 from ..store import ops, queries
-from ..store.db import Readers, StorageFullError, Writer
+from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
 from . import compaction, derive as DV, files
@@ -103,6 +103,8 @@ class Service:
         self.ledgers = LedgerWriter(self)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
+        self.derive_stalled = False  # the last derivation failed on a storage fault (retried)
+        self._stalled = anyio.Event()  # set when it stalls: reads stop waiting for the backlog
         self.background: list[Callable[[], Any]] = []
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -160,7 +162,7 @@ class Service:
             return M.ShutdownResult()
         if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
-            await self.backlog.wait(None, None if method == "forget" else DV.READ_WAIT_S)
+            await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
             return await self.status(p)
         if method == "recall":
@@ -179,6 +181,29 @@ class Service:
             reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
         raise E.MethodNotFound(f"Method not found: {method}")
+
+    async def _wait_derived(self, timeout: float | None) -> None:
+        """Wait for the derivation backlog (at most ``timeout``), except while derivation is stalled
+        on a storage fault (a full or unwritable store): it cannot progress, so the read answers at
+        once from what is stored (status reports what is still pending)."""
+        if self.derive_stalled or not self.backlog.pending():
+            return
+        stalled = self._stalled
+        async with anyio.create_task_group() as tg:
+            async def stop_on_stall() -> None:
+                await stalled.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_stall)
+            await self.backlog.wait(None, timeout)
+            tg.cancel_scope.cancel()
+
+    def _set_stalled(self, stalled: bool) -> None:
+        if stalled and not self.derive_stalled:
+            self._stalled.set()
+        elif not stalled and self.derive_stalled:
+            self._stalled = anyio.Event()
+        self.derive_stalled = stalled
 
     # -- sessions ------------------------------------------------------------------------------
     async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
@@ -332,14 +357,16 @@ class Service:
             try:
                 await self._hook_locked(payload, job.event, job.sid, job.project, job.cwd, job.ts, None,
                                         eid=job.eid, lesson=job.lesson)
-            except StorageFullError:
+            except StorageFullError:  # full or unwritable (StorageUnavailableError)
                 self._restore(job.sid, snapshot)
+                self._set_stalled(True)
                 raise  # kept: retried
             except Exception:  # noqa: BLE001 - one bad event must not wedge the backlog
                 self._restore(job.sid, snapshot)
                 log.exception("derive_failed", event_id=job.eid, hook_event=job.event)
                 self.backlog.failed += 1
                 await self.writer.run(partial(ops.finish_pending, eid=job.eid), low=True)
+            self._set_stalled(False)
 
     async def recover(self) -> int:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
@@ -726,9 +753,14 @@ class Service:
             kinds = ("lesson",)
         elif q.kind:
             kinds = (q.kind,)
-        hits, total = await self.readers.run(partial(
-            queries.search, words=q.words, phrases=q.phrases, project=project, session=session, phase=q.phase,
-            kinds=kinds, limit=p.limit, trigram=self.writer.trigram))
+        try:
+            hits, total = await self.readers.search(partial(
+                queries.search, words=q.words, phrases=q.phrases, project=project, session=session, phase=q.phase,
+                kinds=kinds, limit=p.limit, trigram=self.writer.trigram))
+        except QueryTooBroadError as exc:
+            raise E.QueryTooBroad(f"query too broad: {exc}; narrow it (fewer or more specific words, a project,"
+                                  " a session, a phase: or type: filter)",
+                                  data={"reason": exc.reason, "limit": exc.limit}) from None
         terms = [*q.words, *q.phrases]
         views = []
         rh = []

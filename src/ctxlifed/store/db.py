@@ -60,9 +60,9 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 import queue
 import sqlite3
+import stat
 import threading
 import time
 import weakref
