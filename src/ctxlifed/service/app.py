@@ -103,8 +103,8 @@ class Service:
         self.ledgers = LedgerWriter(self)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
-        self.derive_stalled = False  # the last derivation failed on a storage fault (retried)
-        self._stalled = anyio.Event()  # set when it stalls: reads stop waiting for the backlog
+        self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
+        self._derive_failed_again = anyio.Event()  # set at each such failure: reads stop waiting
         self.background: list[Callable[[], Any]] = []
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -182,28 +182,35 @@ class Service:
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
         raise E.MethodNotFound(f"Method not found: {method}")
 
+    @property
+    def derive_stalled(self) -> bool:
+        """The last derivation failed on a storage fault and nothing was written since."""
+        return self._stalled_at == self.writer.commits
+
     async def _wait_derived(self, timeout: float | None) -> None:
-        """Wait for the derivation backlog (at most ``timeout``), except while derivation is stalled
-        on a storage fault (a full or unwritable store): it cannot progress, so the read answers at
-        once from what is stored (status reports what is still pending)."""
-        if self.derive_stalled or not self.backlog.pending():
+        """Wait for the derivation backlog (at most ``timeout``), but not on a derivation stalled by
+        a storage fault (a full or unwritable store), which cannot progress: while it is stalled the
+        read answers at once from what is stored (status reports what is still pending), and a wait
+        in progress ends at the deriver's next failed attempt."""
+        if not self.backlog.pending() or self.derive_stalled:
             return
-        stalled = self._stalled
+        failed = self._derive_failed_again
         async with anyio.create_task_group() as tg:
-            async def stop_on_stall() -> None:
-                await stalled.wait()
+            async def stop_on_failure() -> None:
+                await failed.wait()
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(stop_on_stall)
+            tg.start_soon(stop_on_failure)
             await self.backlog.wait(None, timeout)
             tg.cancel_scope.cancel()
 
-    def _set_stalled(self, stalled: bool) -> None:
-        if stalled and not self.derive_stalled:
-            self._stalled.set()
-        elif not stalled and self.derive_stalled:
-            self._stalled = anyio.Event()
-        self.derive_stalled = stalled
+    def _note_derive_fault(self, fault: bool) -> None:
+        if fault:
+            self._stalled_at = self.writer.commits
+            failed, self._derive_failed_again = self._derive_failed_again, anyio.Event()
+            failed.set()
+        else:
+            self._stalled_at = -1
 
     # -- sessions ------------------------------------------------------------------------------
     async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
@@ -359,14 +366,14 @@ class Service:
                                         eid=job.eid, lesson=job.lesson)
             except StorageFullError:  # full or unwritable (StorageUnavailableError)
                 self._restore(job.sid, snapshot)
-                self._set_stalled(True)
+                self._note_derive_fault(True)
                 raise  # kept: retried
             except Exception:  # noqa: BLE001 - one bad event must not wedge the backlog
                 self._restore(job.sid, snapshot)
                 log.exception("derive_failed", event_id=job.eid, hook_event=job.event)
                 self.backlog.failed += 1
                 await self.writer.run(partial(ops.finish_pending, eid=job.eid), low=True)
-            self._set_stalled(False)
+            self._note_derive_fault(False)
 
     async def recover(self) -> int:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
