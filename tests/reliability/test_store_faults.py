@@ -249,6 +249,40 @@ def test_unusable_shm_is_refused_at_start_with_the_fix_and_no_socket(rdaemon: An
     assert 0 == d.stop()
 
 
+def test_shm_made_immutable_while_running_is_a_typed_refusal_not_a_crash(rdaemon: Any, short_tmp: Path,
+                                                                          figures: Any) -> None:
+    """The -shm made immutable under a running daemon (any write through SQLite's mapping would raise
+    SIGBUS): writes and reads get storage_unavailable, the daemon lives; fixed, it writes again. A stop
+    during the fault exits 0 and removes the socket, and the next start has every acknowledged event."""
+    if not _chattr_works(short_tmp):
+        pytest.skip("needs root and a filesystem with chattr")
+    d = rdaemon()
+    d.start()
+    acked = []
+    for i in range(5):
+        assert "result" in d.rpc("hook", hook("UserPromptSubmit", "shmrun", "/tmp/shmrun", prompt=f"before {i}"), id_=f"sr-{i}")
+        acked.append(f"sr-{i}")
+    assert "result" in d.rpc("status")
+    shm = Path(f"{d.db}-shm")
+    with _immutable(shm):
+        during = [_name(d.rpc("hook", hook("UserPromptSubmit", "shmrun", "/tmp/shmrun", prompt=f"during {i}"))) for i in range(5)]
+        during.append(_name(d.rpc("status")))
+        alive = d.alive()
+    wait_until(lambda: "result" in d.rpc("hook", hook("UserPromptSubmit", "shmrun", "/tmp/shmrun", prompt="after"), id_="sr-after"),
+               timeout=20)
+    acked.append("sr-after")
+    with _immutable(shm):
+        code = d.stop()
+        socket_left = os.path.exists(d.socket)
+    figures.record("during_fault", {n: during.count(n) for n in set(during)}, n=len(during))
+    figures.record("stop_during_fault", code, socket_left=socket_left)
+    assert ["storage_unavailable"] * 6 == during and alive
+    assert (0, False) == (code, socket_left)
+    d.start()
+    assert set(acked) <= {r[0] for r in query(d.db, "SELECT rid FROM events")}
+    assert db_checks(d.db)["ok"]
+
+
 def test_store_check_refuses_a_shm_of_another_kind_in_process(short_tmp: Path) -> None:
     """The same check on the Writer itself: StoreUnusableError before SQLite maps anything."""
     db = short_tmp / "t.db"

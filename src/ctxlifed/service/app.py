@@ -13,6 +13,9 @@ Rules:
   without storing anything again.
 - Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
   from the store.
+- Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
+  then they answer at once from what is stored. A recall's search runs in the readers' search lane,
+  within its budget; past it the client gets ``query_too_broad``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,10 @@ Rules:
   WAL index, the store's files are checked (``check_files``): each that exists must be a regular
   file of ours that we can open read-write. A ``-shm`` that cannot be written (immutable, read-only,
   another owner) kills the process with SIGBUS on its first write through the mapping, so the
-  store refuses to open instead (:class:`StoreUnusableError`, the message names the fix).
+  store refuses to open instead (:class:`StoreUnusableError`, the message names the fix). A
+  ``-shm`` made immutable while we run is checked for (``shm_problem``) before every transaction,
+  read and checkpoint: they are refused with :class:`StorageUnavailableError` until it is fixed,
+  and a stop then leaves the last connection open rather than checkpoint through the mapping.
 - The WAL is capped (``wal_cap``): past it, the writer thread runs a ``TRUNCATE`` checkpoint
   before its next transaction, waiting for the readers still on older frames (each read has a
   deadline). A ``PASSIVE`` checkpoint alone never restarts the log while readers overlap, and a
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
@@ -164,23 +168,46 @@ def _typed(exc: BaseException) -> BaseException:
     return storage_fault(exc) or exc
 
 
+def _frozen(path: str) -> str:
+    """"" unless ``path`` is immutable or append-only (then the message with the fix)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""  # gone, or not openable: the caller's own checks tell
+    try:
+        flags = int.from_bytes(fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4], "little")
+    except OSError:
+        return ""  # no such flags here (tmpfs, another OS)
+    finally:
+        os.close(fd)
+    if flags & (_FS_IMMUTABLE_FL | _FS_APPEND_FL):
+        return f"{path} is immutable or append-only: as root, chattr -i -a {path}"
+    return ""
+
+
+def shm_problem(path: str) -> str:
+    """Why SQLite could not write the store's WAL index (``-shm``) through its mapping now, or "".
+    A write through the mapping of an immutable file raises SIGBUS, which kills the process: every
+    transaction, read and checkpoint of ours asks first (one open and one ioctl)."""
+    return _frozen(path + "-shm")
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Never close ``conn``: closing the last connection checkpoints through the WAL index mapping,
+    which raises SIGBUS when the ``-shm`` cannot be written. One reference is leaked on purpose (only
+    at a stop during that fault); the OS releases the files at exit and the next start recovers."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
+
+
 def _fix_for(path: str, st: os.stat_result | None, exc: OSError | None) -> str:
     """Why ``path`` cannot serve as a store file, and what fixes it ("" when it can)."""
     if st is not None and not stat.S_ISREG(st.st_mode):
         return f"{path} is not a regular file: remove it (rm {path}) with the daemon stopped"
     if st is not None and st.st_uid != os.geteuid():
         return f"{path} belongs to uid {st.st_uid}, not to you: move it away (mv {path} {path}.bak)"
-    flags = 0
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            flags = int.from_bytes(fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4], "little")
-        finally:
-            os.close(fd)
-    except OSError:
-        pass  # no such flags here (tmpfs, another OS): the open below still tells
-    if flags & (_FS_IMMUTABLE_FL | _FS_APPEND_FL):
-        return f"{path} is immutable or append-only: as root, chattr -i -a {path}"
+    frozen = _frozen(path)
+    if frozen:
+        return frozen
     if exc is not None:
         return (f"{path} cannot be opened for writing ({os.strerror(exc.errno or 0)}):"
                 f" chmod 600 {path}, or move it away with the daemon stopped")
@@ -386,6 +413,9 @@ class Writer:
         return True
 
     def _checkpoint(self, mode: str) -> tuple[int, int, int]:
+        problem = shm_problem(self.path)
+        if problem:
+            raise StorageUnavailableError(problem)
         if mode == "TRUNCATE":
             try:
                 self._purge()
@@ -447,6 +477,10 @@ class Writer:
         asks again."""
         self._wal_over = False
         busy = 1
+        if shm_problem(self.path):
+            self._wal_retry_at = time.monotonic() + TRUNCATE_RETRY_S
+            self._wal_over = True
+            return
         with self._cp_lock:  # not next to the checkpoint thread's PASSIVE: SQLite would say busy
             try:
                 # First copy what can be copied with reads going on; then, with new reads held back
@@ -469,6 +503,8 @@ class Writer:
     def background_checkpoint(self) -> tuple[int, int, int] | None:
         """PASSIVE checkpoint from a dedicated connection (call from a worker thread): it copies what
         it can without waiting for, or blocking, the writer."""
+        if shm_problem(self.path):
+            return None
         with self._cp_lock:
             try:
                 if self._cp_conn is None:
@@ -560,6 +596,9 @@ class Writer:
         idle = self.idle
         if idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
             return False
+        if shm_problem(self.path):
+            self._idle_retry_at = time.monotonic() + self.IDLE_RETRY_S
+            return True  # the work is still there: later
         conn = self.idle_conn
         self._interrupt_sent = False
         try:
@@ -666,6 +705,12 @@ class Writer:
             for _fn, done in batch:
                 done((False, err))
             return []
+        problem = shm_problem(self.path)
+        if problem:
+            err = StorageUnavailableError(problem)
+            for _fn, done in batch:
+                done((False, err))
+            return []
         try:
             if nowait:
                 if not self._begin_nowait():
@@ -696,6 +741,16 @@ class Writer:
                 except sqlite3.Error:
                     pass
                 results.append((False, exc))
+        problem = shm_problem(self.path)  # again: it may have become immutable during the jobs
+        if problem:
+            try:
+                self.conn.execute("ROLLBACK")  # nothing written yet: no write through the mapping
+            except sqlite3.Error:
+                pass
+            err = StorageUnavailableError(problem)
+            for _fn, done in batch:
+                done((False, err))
+            return []
         try:
             self.conn.execute("COMMIT")
             self.commits += 1
@@ -801,12 +856,15 @@ class Writer:
                 self._cp_conn = None
         self._q.put(None)
         self._thread.join(timeout=30)
-        self.idle_conn.close()
+        self.idle_conn.close()  # not the last connection: SQLite does not checkpoint
         try:
             self._checkpoint("TRUNCATE")
         except (sqlite3.Error, StorageFullError):
             pass
-        self.conn.close()
+        if shm_problem(self.path):
+            _abandon(self.conn)  # the last connection: closing it would write through the mapping
+        else:
+            self.conn.close()
 
 
 class _ReadGate:
@@ -849,7 +907,7 @@ def _gate_for(path: str) -> _ReadGate:
 
 
 _TOO_BIG = ("expression tree is too large", "too many sql variables", "parser stack overflow",
-            "string or blob too big", "too many terms")
+            "string or blob too big")
 
 
 class Readers:
@@ -874,6 +932,9 @@ class Readers:
 
     def _with_conn(self, fn: Callable[[sqlite3.Connection], T], budget_s: float | None = None) -> T:
         self._gate.wait_open(TRUNCATE_WAIT_MS / 1000)
+        problem = shm_problem(self.path)
+        if problem:  # starting a read may write a read mark through the mapping: SIGBUS
+            raise StorageUnavailableError(problem)
         conn = self._pool.get()
         deadline = time.monotonic() + (budget_s if budget_s is not None else self.deadline_s)
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
@@ -908,5 +969,9 @@ class Readers:
         return self._with_conn(fn)
 
     def close(self) -> None:
+        unwritable = shm_problem(self.path)
         for c in self._all:
-            c.close()
+            if unwritable:
+                _abandon(c)  # as Writer.close: one of them may be the last connection
+            else:
+                c.close()
