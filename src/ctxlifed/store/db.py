@@ -169,7 +169,8 @@ def _typed(exc: BaseException) -> BaseException:
 
 
 def _frozen(path: str) -> str:
-    """"" unless ``path`` is immutable or append-only (then the message with the fix)."""
+    """"" unless ``path`` is immutable or append-only (then the message with the fix). It opens and
+    closes the file, which drops this process's POSIX locks on it: only for a store not open yet."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -188,8 +189,13 @@ def _frozen(path: str) -> str:
 def shm_problem(path: str) -> str:
     """Why SQLite could not write the store's WAL index (``-shm``) through its mapping now, or "".
     A write through the mapping of an immutable file raises SIGBUS, which kills the process: every
-    transaction, read and checkpoint of ours asks first (one open and one ioctl)."""
-    return _frozen(path + "-shm")
+    transaction, read and checkpoint of ours asks first. ``access()``, not ``open()``: closing a
+    descriptor of the file would drop SQLite's POSIX locks on it."""
+    shm = path + "-shm"
+    if os.access(shm, os.W_OK) or not os.path.lexists(shm):
+        return ""
+    return (f"{shm} is not writable (immutable, read-only or not ours): as root, chattr -i {shm}, or"
+            f" chmod 600 {shm}; writes resume by themselves")
 
 
 def _abandon(conn: sqlite3.Connection) -> None:
@@ -199,19 +205,15 @@ def _abandon(conn: sqlite3.Connection) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
 
 
-def _fix_for(path: str, st: os.stat_result | None, exc: OSError | None) -> str:
+def _fix_for(path: str, st: os.stat_result) -> str:
     """Why ``path`` cannot serve as a store file, and what fixes it ("" when it can)."""
-    if st is not None and not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):
         return f"{path} is not a regular file: remove it (rm {path}) with the daemon stopped"
-    if st is not None and st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid():
         return f"{path} belongs to uid {st.st_uid}, not to you: move it away (mv {path} {path}.bak)"
-    frozen = _frozen(path)
-    if frozen:
-        return frozen
-    if exc is not None:
-        return (f"{path} cannot be opened for writing ({os.strerror(exc.errno or 0)}):"
-                f" chmod 600 {path}, or move it away with the daemon stopped")
-    return ""
+    if os.access(path, os.W_OK):
+        return ""
+    return _frozen(path) or f"{path} is not writable: chmod 600 {path}, or move it away with the daemon stopped"
 
 
 def check_files(path: str) -> None:
@@ -224,13 +226,7 @@ def check_files(path: str) -> None:
             continue
         except OSError as exc:
             raise StoreUnusableError(f"cannot inspect {f}: {exc}") from None
-        exc_open: OSError | None = None
-        if stat.S_ISREG(st.st_mode):
-            try:
-                os.close(os.open(f, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
-            except OSError as exc:
-                exc_open = exc
-        fix = _fix_for(f, st, exc_open)
+        fix = _fix_for(f, st)
         if fix:
             raise StoreUnusableError(fix)
 
