@@ -476,3 +476,41 @@ def test_wal_stays_under_its_cap_through_a_burst_with_overlapping_reads(short_tm
     assert truncations >= 1
     assert peak <= cap + (256 << 10)  # one transaction past the cap at most (an 8 KB event is ~3 pages)
     assert n == query(Path(db), "SELECT count(*) FROM events")[0][0]
+
+
+def test_a_reader_outside_the_daemon_cannot_stall_every_commit(short_tmp: Path, figures: Any) -> None:
+    """A ``sqlite3`` shell holding a read transaction keeps the WAL from being truncated: the writer gives
+    up after its wait and backs off (doubling) instead of waiting again at every commit; every event is
+    stored, and once the shell lets go the next truncation succeeds."""
+    cap = 256 << 10
+    db = str(short_tmp / "t.db")
+    w = Writer(db, wal_cap=cap)
+    shell = sqlite3.connect(db, isolation_level=None)
+    shell.execute("BEGIN")
+    shell.execute("SELECT count(*) FROM events").fetchone()  # a snapshot: its frames must stay
+    blob = os.urandom(4000).hex().encode()
+
+    def burst(tag: str, n: int) -> None:
+        for i in range(n):
+            row = ops.EventRow(session="s", project="/p", cwd="/p", event="PostToolUse", tool="Bash", ts=time.time(),
+                               payload=blob, redactions=0, source="hook", rid=f"{tag}{i}")
+            w.run_sync(lambda c, row=row: ops.insert_event(c, row))
+
+    try:
+        burst("a", 300)
+        blocked = w.wal_truncations_blocked
+        shell.execute("COMMIT")
+        more = [0]
+
+        def truncated_once_free() -> bool:  # writes go on until the backoff ends and the WAL is truncated
+            burst(f"b{more[0]}-", 10)
+            more[0] += 1
+            return w.wal_truncations >= 1
+
+        wait_until(truncated_once_free, timeout=HANG_GUARD_S, interval=0)
+        figures.record("blocked_attempts", blocked, n=300)
+        assert 1 <= blocked <= 3  # 300 commits past the cap: a few waits (backoff 1, 2, 4 s...), not 300
+        assert 300 + 10 * more[0] == query(Path(db), "SELECT count(*) FROM events")[0][0]
+    finally:
+        shell.close()
+        w.close()

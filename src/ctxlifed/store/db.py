@@ -310,6 +310,7 @@ class Writer:
         self._wal_soon = min(WAL_SOON, wal_cap // 4)
         self._wal_over = False  # the WAL passed ``wal_cap``: the writer thread truncates it next
         self.wal_truncations = 0
+        self.wal_truncations_blocked = 0
         self._wal_retry_at = 0.0  # after a truncation that readers outside the daemon blocked
         self._wal_backoff = 0.0
         self._gate = _gate_for(path)  # holds our own readers back while the WAL is truncated
@@ -448,7 +449,7 @@ class Writer:
         except OSError:
             return
         if size > self.wal_cap:
-            if not self._wal_over:
+            if not self._wal_over and time.monotonic() >= self._wal_retry_at:
                 self._wal_over = True
                 if threading.current_thread() is not self._thread:
                     self._q.put(_NUDGE)  # an inline commit: wake the writer thread to do it
@@ -469,13 +470,12 @@ class Writer:
     def _truncate_wal(self) -> None:
         """The WAL passed ``wal_cap``: a TRUNCATE checkpoint from the writer thread, outside any
         transaction. It waits (busy handler) for the readers still on frames it must copy, which
-        end within their deadline, and empties the file; if it could not finish, the next commit
-        asks again."""
+        end within their deadline, and empties the file; if it could not finish (a reader outside the
+        daemon), a commit asks again after a backoff."""
         self._wal_over = False
         busy = 1
         if shm_problem(self.path):
             self._wal_retry_at = time.monotonic() + TRUNCATE_RETRY_S
-            self._wal_over = True
             return
         with self._cp_lock:  # not next to the checkpoint thread's PASSIVE: SQLite would say busy
             try:
@@ -490,6 +490,7 @@ class Writer:
             finally:
                 self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         if busy:  # a reader outside the daemon held on (a ``sqlite3`` shell): back off
+            self.wal_truncations_blocked += 1
             self._wal_backoff = min(TRUNCATE_RETRY_MAX_S, self._wal_backoff * 2 or TRUNCATE_RETRY_S)
             self._wal_retry_at = time.monotonic() + self._wal_backoff
         else:
@@ -521,7 +522,7 @@ class Writer:
         idle_due = self.idle is not None  # a previous run may have left work behind
         last_idle = time.monotonic()
         while True:
-            if self._wal_over and time.monotonic() >= self._wal_retry_at:
+            if self._wal_over:
                 with self._busy:
                     self._truncate_wal()
             self._idle_due = idle_due  # what ``nudge`` reads
