@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import pytest
 
+from ctxlifed.cli.main import main as cli_main
 from ctxlifed.protocol import _methods as M
 from ctxlifed.runtime.config import load
 from ctxlifed.runtime.paths import Paths
@@ -40,7 +41,7 @@ from ctxlifed.store.db import (
     storage_fault,
 )
 
-from ._harness import db_checks, hook, query, rpc, wait_until
+from ._harness import db_checks, hook, query, wait_until
 
 LONG = pytest.mark.slow
 HANG_GUARD_S = 60  # a wait that never ends fails the test here (not a speed bound)
@@ -309,23 +310,15 @@ def test_huge_recall_is_a_typed_query_too_broad(rdaemon: Any, figures: Any) -> N
     assert "result" in d.rpc("ping")
 
 
-def test_cli_explains_query_too_broad(rdaemon: Any) -> None:
+def test_cli_explains_query_too_broad(rdaemon: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ctxlifectl recall`` with too many words: exit 1 and one line saying what to do, no traceback."""
     d = rdaemon()
     d.start()
-    from ctxlifed.cli.main import main
-
-    import io
-    import sys
-
-    err = io.StringIO()
-    old_err, sys.stderr = sys.stderr, err
-    try:
-        code = main(["--socket", d.socket, "recall", "--all", *[f"w{i}" for i in range(40)]])
-    finally:
-        sys.stderr = old_err
+    code = cli_main(["--socket", d.socket, "recall", "--all", *[f"w{i}" for i in range(40)]])
+    err = capsys.readouterr().err
     assert 1 == code
-    assert err.getvalue().startswith("ctxlifectl: query too broad: it has more than 32 words and phrases.")
-    assert "Traceback" not in err.getvalue()
+    assert err.startswith("ctxlifectl: query too broad: it has more than 32 words and phrases. Use fewer")
+    assert 1 == len(err.splitlines()) and "Traceback" not in err
 
 
 def test_search_budget_in_time(short_tmp: Path) -> None:
