@@ -288,7 +288,8 @@ def test_cli_status_renders_zones(daemon: Any) -> None:
     assert r.returncode == 0, r.stderr
     for word in ("phase", "System", "Ledger", "Working", "Buffer", "level", "advice", "[#"):
         assert word in r.stdout
-    down = dict(daemon.env, CTXLIFED_SOCKET=str(daemon.base / "none.sock"))
+    # No daemon at that socket, nor one serving that data dir (its lock would name the running one).
+    down = dict(daemon.env, CTXLIFED_SOCKET=str(daemon.base / "none.sock"), CTXLIFED_DATA_DIR=str(daemon.base / "nodata"))
     r = subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", "status"], env=down, capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 1 and "ctxlifectl daemon start" in r.stderr

@@ -4,7 +4,8 @@ Rules:
 - Foreground only (systemd, launchd and the shim's detached spawn all want that); no double fork.
 - Exit codes: 0 clean stop; 1 unexpected failure; 2 unsafe runtime or data dir (the message names
   the fix); 3 another daemon already runs on this socket or this data dir (the message names its pid
-  and socket; ``--spawned`` turns this into a silent 0: the race was lost to a sibling, which is fine).
+  and socket; ``--spawned`` turns this into a silent 0: the race was lost to a sibling, which is fine);
+  4 the store cannot be opened safely (the message names the file and the fix).
 - The log goes where ``runtime.logs.choose_log_file`` says: stderr when it is useful, else (stderr
   is /dev/null, as when the hook shim starts us) the rotating ``<data>/ctxlifed.log``.
 """
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from .runtime import logs
     from .runtime.dirs import UnsafeDir, ensure_data_dir
     from .runtime.lock import AlreadyRunning
+    from .store.db import StoreUnusableError
 
     os.umask(0o077)  # before the first file (the log) is made
     log_file: str | None = None
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except UnsafeDir as exc:
         print(f"ctxlifed: unsafe directory: {exc}", file=sys.stderr)
         return 2
+    except StoreUnusableError as exc:
+        print(f"ctxlifed: cannot open the store: {exc}", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         return 0
 

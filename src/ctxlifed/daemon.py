@@ -49,7 +49,7 @@ from .runtime.paths import Paths
 from .server.listener import Limits, Server
 from .service import retention
 from .service.app import Service
-from .store.db import Readers, StorageFullError, Writer
+from .store.db import Readers, StorageFullError, StorageUnavailableError, Writer, storage_fault
 
 log = structlog.get_logger("ctxlifed")
 
@@ -68,6 +68,10 @@ FD_RESERVE = 32  # database (writer + readers: db, wal, shm), listener, lock, lo
 
 def translate(exc: BaseException) -> E.RpcError | None:
     """Map known failures below the service to typed errors (anything else is -32603)."""
+    if isinstance(exc, sqlite3.Error):
+        exc = storage_fault(exc) or exc  # an unwritable or full store met outside the writer
+    if isinstance(exc, StorageUnavailableError):
+        return E.StorageUnavailable(f"storage unavailable: {exc}; nothing was stored (the shim spools the event)")
     if isinstance(exc, StorageFullError):
         return E.StorageFull(f"storage full: {exc}; the event was not stored (the shim spools it)")
     if isinstance(exc, OverflowError):
@@ -79,8 +83,6 @@ def translate(exc: BaseException) -> E.RpcError | None:
             return E.Busy("the query ran past its deadline; narrow it (a project, a session, more words)")
         if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             return E.Busy("the store is busy; retry")
-        if name == "SQLITE_FULL":
-            return E.StorageFull(f"storage full: {exc}")
     return None
 
 
@@ -158,9 +160,13 @@ class Daemon:
             self._close_locks()
             raise
         t0 = time.monotonic()
-        self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
-                             max_bytes=self.cfg.max_db_mb << 20)
-        self.readers = Readers(self.paths.db)
+        try:
+            self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
+                                 max_bytes=self.cfg.max_db_mb << 20)
+            self.readers = Readers(self.paths.db)
+        except BaseException:
+            self._close()  # a store that cannot be opened (StoreUnusableError) leaves no socket behind
+            raise
         self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0)
         limits = Limits(max_frame=self.cfg.max_frame, max_batch=self.cfg.max_batch,
                         max_connections=fd_budget(self.cfg.max_connections), idle_timeout_s=self.cfg.idle_timeout_s,

@@ -30,7 +30,7 @@ from ctxlifed.testing import daemon_env, start_daemon
 SEED = int(os.environ.get("CTXLIFED_RELIABILITY_SEED", "20261129"))
 INTERNAL_ERROR = -32603
 # Codes a well-behaved daemon may answer with (protocol/_errors.py); -32603 is never acceptable here.
-ALLOWED_CODES = {-32700, -32600, -32601, -32602, -32000, -32001, -32002, -32003, -32004, -32005, -32006}
+ALLOWED_CODES = {-32700, -32600, -32601, -32602, -32000, -32001, -32002, -32003, -32004, -32005, -32006, -32007, -32008}
 
 
 class RDaemon(DaemonProc):

@@ -174,7 +174,17 @@ def cmd_recall(ns: argparse.Namespace, sock: str) -> int:
             params["cwd"] = os.getcwd()
         if ns.cap:
             params["cap_tokens"] = ns.cap
-    r = call(sock, "recall", params)
+    try:
+        r = call(sock, "recall", params)
+    except RemoteError as exc:
+        if exc.name != "query_too_broad" or ns.json:
+            raise
+        limit = exc.data.get("limit")
+        why = (f"it has more than {limit} words and phrases" if exc.data.get("reason") == "terms"
+               else f"the search ran past its {limit} s budget" if exc.data.get("reason") == "time" else exc.message)
+        print(f"ctxlifectl: query too broad: {why}. Use fewer, more specific words, or narrow it with"
+              " a filter (phase:<name>, type:<kind>, session:<id>) or by leaving out --all", file=sys.stderr)
+        return 1
     if ns.json:
         print(json.dumps(r, indent=2, ensure_ascii=False))
     else:

@@ -23,6 +23,8 @@ VERSION_MISMATCH = -32003
 PERMISSION_DENIED = -32004
 NOT_FOUND = -32005
 BAD_QUERY = -32006
+STORAGE_UNAVAILABLE = -32007
+QUERY_TOO_BROAD = -32008
 
 CODE_NAMES: dict[int, str] = {
     PARSE_ERROR: "parse_error",
@@ -37,6 +39,8 @@ CODE_NAMES: dict[int, str] = {
     PERMISSION_DENIED: "permission_denied",
     NOT_FOUND: "not_found",
     BAD_QUERY: "bad_query",
+    STORAGE_UNAVAILABLE: "storage_unavailable",
+    QUERY_TOO_BROAD: "query_too_broad",
 }
 
 
@@ -109,10 +113,24 @@ class BadQuery(RpcError):
     code = BAD_QUERY
 
 
+class StorageUnavailable(RpcError):
+    """The store cannot be written (EPERM, EROFS, EIO, a read-only or unopenable file): nothing was
+    stored; retry later (the shim spools the event)."""
+
+    code = STORAGE_UNAVAILABLE
+
+
+class QueryTooBroad(RpcError):
+    """A recall ran out of its budget (``data.reason``: ``terms`` or ``time``); narrow the query."""
+
+    code = QUERY_TOO_BROAD
+
+
 ERRORS_BY_CODE: dict[int, type[RpcError]] = {
     cls.code: cls
     for cls in (
         ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, StorageFull,
-        Busy, ShuttingDown, VersionMismatch, PermissionDenied, NotFound, BadQuery,
+        Busy, ShuttingDown, VersionMismatch, PermissionDenied, NotFound, BadQuery, StorageUnavailable,
+        QueryTooBroad,
     )
 }

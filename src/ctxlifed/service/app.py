@@ -20,6 +20,9 @@ Rules:
   (``last_briefing``): a resume gets only what differs from what the context already holds.
 - SessionStart(compact) lists only what the window held (prompts and transcript elements), each
   with its L1 summary; ctxlifed's own rows (facts, ledgers, lessons) never were in the window.
+- Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
+  then they answer at once from what is stored. A recall's search runs in the readers' search lane,
+  within its budget; past it the client gets ``query_too_broad``.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
 from ..store import backlog as tri_backlog
 from ..store import ops, queries
-from ..store.db import Readers, StorageFullError, Writer
+from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
 from . import compaction, derive as DV, files
@@ -118,6 +121,8 @@ class Service:
         self.ledgers = LedgerWriter(self)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
+        self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
+        self._derive_failed_again = anyio.Event()  # set at each such failure: reads stop waiting
         self.background: list[Callable[[], Any]] = []
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -175,7 +180,7 @@ class Service:
             return M.ShutdownResult()
         if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
-            await self.backlog.wait(None, None if method == "forget" else DV.READ_WAIT_S)
+            await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
             return await self.status(p)
         if method == "recall":
@@ -194,6 +199,36 @@ class Service:
             reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
         raise E.MethodNotFound(f"Method not found: {method}")
+
+    @property
+    def derive_stalled(self) -> bool:
+        """The last derivation failed on a storage fault and nothing was written since."""
+        return self._stalled_at == self.writer.commits
+
+    async def _wait_derived(self, timeout: float | None) -> None:
+        """Wait for the derivation backlog (at most ``timeout``), but not on a derivation stalled by
+        a storage fault (a full or unwritable store), which cannot progress: while it is stalled the
+        read answers at once from what is stored (status reports what is still pending), and a wait
+        in progress ends at the deriver's next failed attempt."""
+        if not self.backlog.pending() or self.derive_stalled:
+            return
+        failed = self._derive_failed_again
+        async with anyio.create_task_group() as tg:
+            async def stop_on_failure() -> None:
+                await failed.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_failure)
+            await self.backlog.wait(None, timeout)
+            tg.cancel_scope.cancel()
+
+    def _note_derive_fault(self, fault: bool) -> None:
+        if fault:
+            self._stalled_at = self.writer.commits
+            failed, self._derive_failed_again = self._derive_failed_again, anyio.Event()
+            failed.set()
+        else:
+            self._stalled_at = -1
 
     # -- sessions ------------------------------------------------------------------------------
     async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
@@ -347,14 +382,16 @@ class Service:
             try:
                 await self._hook_locked(payload, job.event, job.sid, job.project, job.cwd, job.ts, None,
                                         eid=job.eid, lesson=job.lesson)
-            except StorageFullError:
+            except StorageFullError:  # full or unwritable (StorageUnavailableError)
                 self._restore(job.sid, snapshot)
+                self._note_derive_fault(True)
                 raise  # kept: retried
             except Exception:  # noqa: BLE001 - one bad event must not wedge the backlog
                 self._restore(job.sid, snapshot)
                 log.exception("derive_failed", event_id=job.eid, hook_event=job.event)
                 self.backlog.failed += 1
                 await self.writer.run(partial(ops.finish_pending, eid=job.eid), low=True)
+            self._note_derive_fault(False)
 
     async def recover(self) -> int:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
@@ -783,9 +820,14 @@ class Service:
             kinds = ("lesson",)
         elif q.kind:
             kinds = (q.kind,)
-        hits, total = await self.readers.run(partial(
-            queries.search, words=q.words, phrases=q.phrases, project=project, session=session, phase=q.phase,
-            kinds=kinds, limit=p.limit, trigram=self.writer.trigram))
+        try:
+            hits, total = await self.readers.search(partial(
+                queries.search, words=q.words, phrases=q.phrases, project=project, session=session, phase=q.phase,
+                kinds=kinds, limit=p.limit, trigram=self.writer.trigram))
+        except QueryTooBroadError as exc:
+            raise E.QueryTooBroad(f"query too broad: {exc}; narrow it (fewer or more specific words, a project,"
+                                  " a session, a phase: or type: filter)",
+                                  data={"reason": exc.reason, "limit": exc.limit}) from None
         terms = [*q.words, *q.phrases]
         views = []
         rh = []

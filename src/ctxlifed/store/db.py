@@ -34,18 +34,43 @@ Rules:
   writer thread, which waits for it as usual.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
   (shutdown) can never stall the writer or ``close``.
-- Files are created 0600 (the daemon's umask) and re-checked after open.
+- Storage faults are typed and retryable; a job that hits one stored nothing: ``SQLITE_FULL`` /
+  ENOSPC is :class:`StorageFullError`; an unwritable store (EPERM, EACCES, EROFS, EIO,
+  ``SQLITE_IOERR``, ``SQLITE_READONLY``, ``SQLITE_CANTOPEN``) is :class:`StorageUnavailableError`, a
+  subclass, so every retry path treats both alike. The writer survives them: once the fault is
+  cleared the next job commits, with no restart.
+- Files are created 0600 (the daemon's umask) and re-checked after open. Before SQLite maps the
+  WAL index, the store's files are checked (``check_files``): each that exists must be a regular
+  file of ours that we can open read-write. A ``-shm`` that cannot be written (immutable, read-only,
+  another owner) kills the process with SIGBUS on its first write through the mapping, so the
+  store refuses to open instead (:class:`StoreUnusableError`, the message names the fix). A
+  ``-shm`` made immutable while we run is checked for (``shm_problem``) before every transaction,
+  read and checkpoint: they are refused with :class:`StorageUnavailableError` until it is fixed,
+  and a stop then leaves the last connection open rather than checkpoint through the mapping.
+- The WAL is capped (``wal_cap``): past it, the writer thread runs a ``TRUNCATE`` checkpoint
+  before its next transaction, waiting for the readers still on older frames (each read has a
+  deadline). A ``PASSIVE`` checkpoint alone never restarts the log while readers overlap, and a
+  burst with reads going on then grew the WAL without bound.
+- Readers: a search (``Readers.search``) runs under a budget (``search_s``; past it,
+  :class:`QueryTooBroadError`) and at most ``size - RESERVED`` searches hold a connection at once,
+  so other reads (hooks, status) always find one: no client can hold every reader.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import ctypes
+import errno
+import fcntl
 import os
 import queue
 import sqlite3
+import stat
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
@@ -56,10 +81,39 @@ from .schema import applied_names, has_trigram, migrate
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000  # how long a statement waits for another process's lock (off the event loop)
+JOURNAL_SIZE_LIMIT = 64 << 20  # a restarted WAL is cut back to this (SQLite's journal_size_limit)
 
 
 class StorageFullError(Exception):
-    pass
+    """The store cannot take a write now (full); nothing was stored: retry later. Every retry path
+    (derivation, spool ingestion, retention) catches this class, so the other storage faults
+    subclass it."""
+
+
+class StorageUnavailableError(StorageFullError):
+    """The store cannot be written now (EPERM, EROFS, EIO, read-only, cannot open); nothing was
+    stored: retry later."""
+
+
+class StoreUnusableError(Exception):
+    """The store cannot be opened safely; the message names the file and the fix."""
+
+
+class QueryTooBroadError(Exception):
+    """A search ran out of its budget: ``reason`` is ``terms`` (more than ``limit`` terms) or
+    ``time`` (more than ``limit`` seconds)."""
+
+    def __init__(self, message: str, *, reason: str, limit: float) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.limit = limit
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_UNAVAILABLE_ERRNOS = frozenset({errno.EPERM, errno.EACCES, errno.EROFS, errno.EIO})
+_UNAVAILABLE_SQLITE = ("SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
+FS_IOC_GETFLAGS = 0x80086601  # <linux/fs.h>: _IOR('f', 1, long)
+_FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20
 
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -71,7 +125,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA journal_size_limit=67108864")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         conn.execute("PRAGMA secure_delete=ON")
     conn.execute("PRAGMA temp_store=MEMORY")
     for suffix in ("", "-wal", "-shm"):
@@ -92,8 +146,89 @@ def _interrupted(exc: BaseException) -> bool:
         getattr(exc, "sqlite_errorname", "") == "SQLITE_INTERRUPT" or "interrupted" in str(exc))
 
 
+def storage_fault(exc: BaseException) -> StorageFullError | None:
+    """The typed storage fault ``exc`` is (a full or an unwritable store), or None."""
+    if isinstance(exc, StorageFullError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if _is_full(exc):
+            return StorageFullError(str(exc))
+        if name.startswith(_UNAVAILABLE_SQLITE):
+            return StorageUnavailableError(f"{exc} ({name})")
+        return None
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return StorageFullError(str(exc))
+    if isinstance(exc, OSError) and exc.errno in _UNAVAILABLE_ERRNOS:
+        return StorageUnavailableError(str(exc))
+    return None
+
+
 def _typed(exc: BaseException) -> BaseException:
-    return StorageFullError(str(exc)) if isinstance(exc, sqlite3.Error) and _is_full(exc) else exc
+    return storage_fault(exc) or exc
+
+
+def _frozen(path: str) -> str:
+    """"" unless ``path`` is immutable or append-only (then the message with the fix). It opens and
+    closes the file, which drops this process's POSIX locks on it: only for a store not open yet."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""  # gone, or not openable: the caller's own checks tell
+    try:
+        flags = int.from_bytes(fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4], "little")
+    except OSError:
+        return ""  # no such flags here (tmpfs, another OS)
+    finally:
+        os.close(fd)
+    if flags & (_FS_IMMUTABLE_FL | _FS_APPEND_FL):
+        return f"{path} is immutable or append-only: as root, chattr -i -a {path}"
+    return ""
+
+
+def shm_problem(path: str) -> str:
+    """Why SQLite could not write the store's WAL index (``-shm``) through its mapping now, or "".
+    A write through the mapping of an immutable file raises SIGBUS, which kills the process: every
+    transaction, read and checkpoint of ours asks first. ``access()``, not ``open()``: closing a
+    descriptor of the file would drop SQLite's POSIX locks on it."""
+    shm = path + "-shm"
+    if os.access(shm, os.W_OK) or not os.path.lexists(shm):
+        return ""
+    return (f"{shm} is not writable (immutable, read-only or not ours): as root, chattr -i {shm}, or"
+            f" chmod 600 {shm}; writes resume by themselves")
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Never close ``conn``: closing the last connection checkpoints through the WAL index mapping,
+    which raises SIGBUS when the ``-shm`` cannot be written. One reference is leaked on purpose (only
+    at a stop during that fault); the OS releases the files at exit and the next start recovers."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
+
+
+def _fix_for(path: str, st: os.stat_result) -> str:
+    """Why ``path`` cannot serve as a store file, and what fixes it ("" when it can)."""
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file: remove it (rm {path}) with the daemon stopped"
+    if st.st_uid != os.geteuid():
+        return f"{path} belongs to uid {st.st_uid}, not to you: move it away (mv {path} {path}.bak)"
+    if os.access(path, os.W_OK):
+        return ""
+    return _frozen(path) or f"{path} is not writable: chmod 600 {path}, or move it away with the daemon stopped"
+
+
+def check_files(path: str) -> None:
+    """Refuse a store whose files SQLite could not write (see the module rules): a ``-shm`` that
+    cannot be written kills the process (SIGBUS) at its first write through the mapping."""
+    for f in (path, path + "-wal", path + "-shm"):
+        try:
+            st = os.lstat(f)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreUnusableError(f"cannot inspect {f}: {exc}") from None
+        fix = _fix_for(f, st)
+        if fix:
+            raise StoreUnusableError(fix)
 
 
 class _Marked:
@@ -149,7 +284,10 @@ def _wake(token: Any, fn: Callable[[], Any]) -> None:
 WAL_SOON = 64 << 20  # bytes of WAL past which a commit asks the checkpoint thread for a PASSIVE checkpoint
 # (each checkpoint has a fixed cost, and copies a page once however often the WAL rewrote it: at
 # 8 MiB a burst spent ~0.1 ms of CPU per event on checkpoints, at 64 MiB a fraction of that)
-WAL_CAP = 256 << 20  # bytes of WAL past which the writer checkpoints inline (the thread fell behind)
+WAL_CAP = 256 << 20  # bytes of WAL past which the writer thread truncates it (TRUNCATE checkpoint)
+TRUNCATE_WAIT_MS = 1_000  # how long that checkpoint waits for the reads in progress (new ones wait for it)
+TRUNCATE_RETRY_S = 1.0  # after it gave up (a reader outside the daemon): first retry, doubling up to
+TRUNCATE_RETRY_MAX_S = 60.0
 
 
 class Writer:
@@ -161,14 +299,28 @@ class Writer:
     MAX_PREEMPTS = 2  # an idle step interrupted this often in a row is not interruptible (progress)
     IDLE_RETRY_S = 1.0  # a failed idle step is retried after this long
 
-    def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0) -> None:
+    def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0,
+                 wal_cap: int = WAL_CAP) -> None:
         self.path = path
         self.min_free_bytes = min_free_bytes
         self.max_bytes = 0
         self._max_pages = _DEFAULT_MAX_PAGES  # ``max_bytes`` in pages, for every write connection
         self.max_group = max_group
-        self.conn = connect(path)
-        self.idle_conn = self._open_idle()  # idle work only (see the rules): interruptible on its own
+        self.wal_cap = wal_cap
+        self._wal_soon = min(WAL_SOON, wal_cap // 4)
+        self._wal_over = False  # the WAL passed ``wal_cap``: the writer thread truncates it next
+        self.wal_truncations = 0
+        self.wal_truncations_blocked = 0
+        self._wal_retry_at = 0.0  # after a truncation that readers outside the daemon blocked
+        self._wal_backoff = 0.0
+        self._gate = _gate_for(path)  # holds our own readers back while the WAL is truncated
+        check_files(path)
+        try:
+            self.conn = connect(path)
+            self.conn.execute(f"PRAGMA journal_size_limit={min(JOURNAL_SIZE_LIMIT, wal_cap)}")
+            self.idle_conn = self._open_idle()  # idle work only (see the rules): interruptible on its own
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnusableError(f"cannot open the store {path}: {exc}") from None
         self._q: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Any] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="ctxlifed-writer", daemon=True)
         self.commits = 0
@@ -187,13 +339,19 @@ class Writer:
         self.idle_failures = 0
         self.last_idle_error = ""
         self._idle_retry_at = 0.0  # after a failed idle step: not before this (monotonic)
-        self._begin()
         try:
-            self.applied = migrate(self.conn)
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
+            self._begin()
+            try:
+                self.applied = migrate(self.conn)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            self.idle_conn.close()
+            self.conn.close()
+            raise StoreUnusableError(f"cannot open the store {path}: {exc}") from None
         for stmt in _PURGE_TRACKING:
             self.conn.execute(stmt)
         self._apply_max_bytes(max_bytes)
@@ -252,6 +410,9 @@ class Writer:
         return True
 
     def _checkpoint(self, mode: str) -> tuple[int, int, int]:
+        problem = shm_problem(self.path)
+        if problem:
+            raise StorageUnavailableError(problem)
         if mode == "TRUNCATE":
             try:
                 self._purge()
@@ -281,18 +442,18 @@ class Writer:
     def _cap_wal(self) -> None:
         """Keep the WAL bounded without checkpointing on the commit path: past WAL_SOON the
         checkpoint thread runs a PASSIVE checkpoint next to the writer (a burst of big rows grows the
-        WAL by megabytes a second, faster than the periodic checkpoint drains it); past WAL_CAP
-        (that thread fell behind) the writer checkpoints inline."""
+        WAL by megabytes a second, faster than the periodic checkpoint drains it); past ``wal_cap``
+        the writer thread truncates it before its next transaction (``_truncate_wal``)."""
         try:
             size = os.path.getsize(self.path + "-wal")
         except OSError:
             return
-        if size > WAL_CAP:
-            try:
-                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:
-                pass
-        elif size > WAL_SOON and not self._cp_wanted.is_set():
+        if size > self.wal_cap:
+            if not self._wal_over and time.monotonic() >= self._wal_retry_at:
+                self._wal_over = True
+                if threading.current_thread() is not self._thread:
+                    self._q.put(_NUDGE)  # an inline commit: wake the writer thread to do it
+        elif size > self._wal_soon and not self._cp_wanted.is_set():
             self._cp_wanted.set()
             if self._cp_thread is None:
                 self._cp_thread = threading.Thread(target=self._checkpointer, name="ctxlifed-checkpoint", daemon=True)
@@ -306,9 +467,41 @@ class Writer:
             self.background_checkpoint()
             self._cp_wanted.clear()
 
+    def _truncate_wal(self) -> None:
+        """The WAL passed ``wal_cap``: a TRUNCATE checkpoint from the writer thread, outside any
+        transaction. It waits (busy handler) for the readers still on frames it must copy, which
+        end within their deadline, and empties the file; if it could not finish (a reader outside the
+        daemon), a commit asks again after a backoff."""
+        self._wal_over = False
+        busy = 1
+        if shm_problem(self.path):
+            self._wal_retry_at = time.monotonic() + TRUNCATE_RETRY_S
+            return
+        with self._cp_lock:  # not next to the checkpoint thread's PASSIVE: SQLite would say busy
+            try:
+                # First copy what can be copied with reads going on; then, with new reads held back
+                # (they would keep the last frames in use), wait for the reads in progress and empty the WAL.
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                self.conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+                with self._gate.closed():
+                    busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.Error:
+                pass
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        if busy:  # a reader outside the daemon held on (a ``sqlite3`` shell): back off
+            self.wal_truncations_blocked += 1
+            self._wal_backoff = min(TRUNCATE_RETRY_MAX_S, self._wal_backoff * 2 or TRUNCATE_RETRY_S)
+            self._wal_retry_at = time.monotonic() + self._wal_backoff
+        else:
+            self._wal_backoff = 0.0
+            self.wal_truncations += 1
+
     def background_checkpoint(self) -> tuple[int, int, int] | None:
         """PASSIVE checkpoint from a dedicated connection (call from a worker thread): it copies what
         it can without waiting for, or blocking, the writer."""
+        if shm_problem(self.path):
+            return None
         with self._cp_lock:
             try:
                 if self._cp_conn is None:
@@ -329,6 +522,9 @@ class Writer:
         idle_due = self.idle is not None  # a previous run may have left work behind
         last_idle = time.monotonic()
         while True:
+            if self._wal_over:
+                with self._busy:
+                    self._truncate_wal()
             self._idle_due = idle_due  # what ``nudge`` reads
             # Take everything queued; block only when there is nothing to do at all.
             while True:
@@ -348,6 +544,8 @@ class Writer:
                 if item is None:
                     stopping = True
                 elif item is _NUDGE:
+                    if self._wal_over and not high and not low:
+                        break  # an inline commit passed the WAL cap: truncate it now
                     continue  # woken to re-check ``idle_allowed``
                 elif isinstance(item[0], _Low):
                     low.append(item)
@@ -395,6 +593,9 @@ class Writer:
         idle = self.idle
         if idle is None or (self.min_free_bytes and self.free_bytes() < self.min_free_bytes):
             return False
+        if shm_problem(self.path):
+            self._idle_retry_at = time.monotonic() + self.IDLE_RETRY_S
+            return True  # the work is still there: later
         conn = self.idle_conn
         self._interrupt_sent = False
         try:
@@ -412,6 +613,7 @@ class Writer:
                     self._in_idle = False
             conn.execute("COMMIT")
             self.idle_runs += 1
+            self._cap_wal()
             self._preempt_streak = 0
             return more
         except BaseException as exc:  # noqa: BLE001 - the writer thread must never die
@@ -500,6 +702,12 @@ class Writer:
             for _fn, done in batch:
                 done((False, err))
             return []
+        problem = shm_problem(self.path)
+        if problem:
+            err = StorageUnavailableError(problem)
+            for _fn, done in batch:
+                done((False, err))
+            return []
         try:
             if nowait:
                 if not self._begin_nowait():
@@ -530,6 +738,16 @@ class Writer:
                 except sqlite3.Error:
                     pass
                 results.append((False, exc))
+        problem = shm_problem(self.path)  # again: it may have become immutable during the jobs
+        if problem:
+            try:
+                self.conn.execute("ROLLBACK")  # nothing written yet: no write through the mapping
+            except sqlite3.Error:
+                pass
+            err = StorageUnavailableError(problem)
+            for _fn, done in batch:
+                done((False, err))
+            return []
         try:
             self.conn.execute("COMMIT")
             self.commits += 1
@@ -564,7 +782,7 @@ class Writer:
         running, run it right here, on the caller's thread, under the same lock as the writer
         thread's transactions (still one writer at a time); it skips two thread wake-ups, the
         largest part of a lone acknowledgement's latency on an idle machine. Else it is queued."""
-        if inline and not low and self._q.empty() and self._busy.acquire(blocking=False):
+        if inline and not low and not self._wal_over and self._q.empty() and self._busy.acquire(blocking=False):
             got: list[tuple[bool, Any]] = []
             try:
                 started = self._run_group([(fn, _once(got.append))], nowait=True) is not None
@@ -635,20 +853,71 @@ class Writer:
                 self._cp_conn = None
         self._q.put(None)
         self._thread.join(timeout=30)
-        self.idle_conn.close()
+        self.idle_conn.close()  # not the last connection: SQLite does not checkpoint
         try:
             self._checkpoint("TRUNCATE")
         except (sqlite3.Error, StorageFullError):
             pass
-        self.conn.close()
+        if shm_problem(self.path):
+            _abandon(self.conn)  # the last connection: closing it would write through the mapping
+        else:
+            self.conn.close()
+
+
+class _ReadGate:
+    """Lets the writer hold new reads back for a moment (``closed``): SQLite's TRUNCATE checkpoint
+    needs a gap between reads, which overlapping reads never leave."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def wait_open(self, timeout: float) -> None:
+        with self._cond:
+            if self._closed:
+                self._cond.wait_for(lambda: not self._closed, timeout)
+
+    @contextlib.contextmanager
+    def closed(self) -> Iterator[None]:
+        with self._cond:
+            self._closed = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
+_gates: weakref.WeakValueDictionary[str, _ReadGate] = weakref.WeakValueDictionary()
+_gates_lock = threading.Lock()
+
+
+def _gate_for(path: str) -> _ReadGate:
+    """The one gate of a store in this process, shared by its writer and its readers."""
+    key = os.path.realpath(path)
+    with _gates_lock:
+        gate = _gates.get(key)
+        if gate is None:
+            gate = _gates[key] = _ReadGate()
+        return gate
+
+
+_TOO_BIG = ("expression tree is too large", "too many sql variables", "parser stack overflow",
+            "string or blob too big")
 
 
 class Readers:
-    """A small pool of query-only connections; each read runs in a worker thread with a deadline."""
+    """A small pool of query-only connections; each read runs in a worker thread with a deadline.
+    Searches (``search``) take at most ``size - RESERVED`` of them at once, under their own budget."""
 
-    def __init__(self, path: str, size: int = 4, deadline_s: float = 2.0) -> None:
+    RESERVED = 2  # connections a search never takes: hooks and status always find one
+
+    def __init__(self, path: str, size: int = 4, deadline_s: float = 2.0, search_s: float = 1.0) -> None:
         self.path = path
         self.deadline_s = deadline_s
+        self.search_s = search_s
+        self._gate = _gate_for(path)
         self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._all: list[sqlite3.Connection] = []
         for _ in range(size):
@@ -656,13 +925,28 @@ class Readers:
             self._pool.put(c)
             self._all.append(c)
         self.limiter = anyio.CapacityLimiter(size)
+        self.search_limiter = anyio.CapacityLimiter(max(1, size - self.RESERVED))
 
-    def _with_conn(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _with_conn(self, fn: Callable[[sqlite3.Connection], T], budget_s: float | None = None) -> T:
+        self._gate.wait_open(TRUNCATE_WAIT_MS / 1000)
+        problem = shm_problem(self.path)
+        if problem:  # starting a read may write a read mark through the mapping: SIGBUS
+            raise StorageUnavailableError(problem)
         conn = self._pool.get()
-        deadline = time.monotonic() + self.deadline_s
+        deadline = time.monotonic() + (budget_s if budget_s is not None else self.deadline_s)
         conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
         try:
             return fn(conn)
+        except sqlite3.Error as exc:
+            if budget_s is None:
+                raise
+            if _interrupted(exc):
+                raise QueryTooBroadError(f"the search ran past its budget of {budget_s:g} s", reason="time",
+                                         limit=budget_s) from None
+            if any(m in str(exc).lower() for m in _TOO_BIG):
+                raise QueryTooBroadError(f"the search is too large for SQLite ({exc})", reason="terms",
+                                         limit=0) from None
+            raise
         finally:
             conn.set_progress_handler(None, 0)
             if conn.in_transaction:
@@ -672,9 +956,19 @@ class Readers:
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._with_conn, fn, limiter=self.limiter)
 
+    async def search(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A search on behalf of a client (recall): within ``search_s`` or :class:`QueryTooBroadError`,
+        and never more than ``size - RESERVED`` at once (the others wait their turn)."""
+        async with self.search_limiter:
+            return await anyio.to_thread.run_sync(self._with_conn, fn, self.search_s, limiter=self.limiter)
+
     def run_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._with_conn(fn)
 
     def close(self) -> None:
+        unwritable = shm_problem(self.path)
         for c in self._all:
-            c.close()
+            if unwritable:
+                _abandon(c)  # as Writer.close: one of them may be the last connection
+            else:
+                c.close()

@@ -2,6 +2,8 @@
 
 Rules:
 - Reads are short: bounded LIMITs everywhere, no read holds a transaction past its function.
+- A search takes at most ``MAX_TERMS`` words and phrases (each costs index walks): more raises
+  :class:`~.db.QueryTooBroadError`, as does running past its time budget (``Readers.search``).
 - User text reaches FTS5 only through ``fts_match_expression`` / ``fts_term_expression`` (every
   term quoted; an identifier term is an OR group, so terms are joined with an explicit AND), so no
   query can raise an FTS syntax error.
@@ -78,7 +80,9 @@ from typing import Any
 from ..core import recall_rank as RR
 from ..core.recall_query import fts_match_expression, fts_term_expression, needs_substring_fallback
 from . import backlog
+from .db import QueryTooBroadError
 
+MAX_TERMS = 32  # words and phrases one search takes
 SCAN_CAP = 200_000  # rows examined by a substring scan without an index, newest first
 RANK_WINDOW = 300  # newest matching rows each index ranks
 SHORT_SCAN = 1000  # newest ids scanned for a 1-2 character CJK term that ends a text
@@ -619,6 +623,9 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
     limit = max(1, min(limit, 200))
     where, args = _filters(project, session, phase, kinds)
     terms = [t for t in (*words, *phrases) if t.strip()]
+    if len(terms) > MAX_TERMS:
+        raise QueryTooBroadError(f"the query has {len(terms)} terms; a search takes at most {MAX_TERMS}",
+                                 reason="terms", limit=MAX_TERMS)
     if not terms:
         rows = conn.execute(
             f"SELECT {_COLS} FROM archive a WHERE {where} ORDER BY a.priority DESC, a.id DESC LIMIT ?",
