@@ -932,3 +932,19 @@ def test_overlong_lines_in_random_splits_count_what_one_feed_counts(seed: int) -
     grown_cursor, grown = _grow(data, cuts, max_line=150)
     assert grown.key() == whole.key()
     assert grown_cursor == cursor
+
+
+def test_an_over_long_text_is_cut_on_word_boundaries_so_no_token_is_halved() -> None:
+    """Redaction runs on the capped text: a token cut in half could slip past its rule."""
+    from ctxlifed.core import transcript as TR
+
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    for at in range(0, 200, 7):  # the token straddles the head cut, then the tail cut
+        text = "x " * ((TR.MAX_TEXT * 3 // 4 - at) // 2) + token + " y" * (TR.MAX_TEXT // 2)
+        out = TR._cap(text)
+        assert len(out) <= TR.MAX_TEXT + 200
+        for piece in (out.split("…[")[0], out.rsplit("]…", 1)[-1]):
+            assert token in piece or "ghp_" not in piece and "A1b2C3d4E5" * 4 not in piece, at
+    tail_text = "y " * TR.MAX_TEXT + token + " z" * (TR.MAX_TEXT // 8 - 10)
+    out = TR._cap(tail_text)
+    assert token in out or "A1b2" not in out.rsplit("]…", 1)[-1]

@@ -387,12 +387,27 @@ def _ts(v: Any) -> float:
     return dt.timestamp()
 
 
+_CUT_AT = " \n\t\"',;"
+_CUT_WINDOW = 4096  # how far a cut moves back (or forward) to reach a word boundary
+
+
 def _cap(text: str, limit: int = MAX_TEXT) -> str:
-    """Keep head and tail of an over-long text with a marker in between."""
+    """Keep head and tail of an over-long text with a marker in between. The cuts fall on word
+    boundaries (within ``_CUT_WINDOW``): a token cut in half (a secret, say) could leave a fragment
+    that redaction, which runs on the capped text, no longer recognises."""
     if len(text) <= limit:
         return text
     head, tail = limit * 3 // 4, limit // 4
-    return f"{text[:head]}\n…[{len(text) - head - tail} chars truncated]…\n{text[-tail:]}"
+    lo = head - _CUT_WINDOW
+    back = max(text.rfind(c, lo, head) for c in _CUT_AT)
+    if back > lo:
+        head = back + 1
+    start = len(text) - tail
+    hi = start + _CUT_WINDOW
+    fwd = [i for i in (text.find(c, start, hi) for c in _CUT_AT) if i >= 0]
+    if fwd:
+        start = min(fwd)
+    return f"{text[:head]}\n…[{start - head} chars truncated]…\n{text[start:]}"
 
 
 def _text_and_tokens(full: str) -> tuple[str, int]:
