@@ -81,6 +81,10 @@ FACT_KINDS = {Kind.DECISION: "decision", Kind.CONSTRAINT: "constraint", Kind.PEN
 TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
 # What the context window itself held (facts, ledgers and lessons are ctxlifed's own rows, never in it).
 WINDOW_KINDS = frozenset({Kind.PROMPT, *TRANSCRIPT_KINDS})
+# What SessionStart(compact) lists of the compacted window: tool output, the detail a summary drops and
+# the model may want back by id. The conversation (prompts, assistant text) is what the summary
+# carries, and the facts in it that the summary lost are re-injected one by one at PostCompact.
+COMPACT_LISTED_KINDS = frozenset({Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
 MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late never stalls a hook:
 # the rest is read on the next events (a line longer than this is skipped; hooks archived its content,
 # and its usage is counted from its head and tail)
@@ -1178,7 +1182,7 @@ def _session_start_rows(project: str, session: str, source: str, archived: list[
     arch = []
     if source == "compact" and archived:
         marks = ",".join("?" * len(archived))
-        kinds = sorted(str(k) for k in WINDOW_KINDS)
+        kinds = sorted(str(k) for k in COMPACT_LISTED_KINDS)
         rows = conn.execute(
             f"SELECT id, kind, phase, ts, summary, priority FROM archive WHERE id IN ({marks})"
             f" AND kind IN ({','.join('?' * len(kinds))}) ORDER BY priority DESC, id DESC",
