@@ -220,16 +220,16 @@ def test_session_start_is_bounded(source: str, cap: int) -> None:
 
 
 def test_session_start_lists_are_bounded_by_count() -> None:
-    """At most 10 pending items and 12 archived items are listed, with a line counting the rest."""
+    """At most 10 pending items and 6 archived items are listed, with a line counting the rest."""
     d = make_data(
         "compact",
         pending=tuple(PendingItem(f"p{i}") for i in range(15)),
         archived=tuple(ArchivedItem(i, "tool", None, NOW, f"a{i}", 0.0) for i in range(20)),
     )
     out = render_session_start(d, 10_000, now=NOW, ctl=CTL)
-    assert (10, 12) == (out.count("\n- p"), out.count("\n- #"))
+    assert (10, 6) == (out.count("\n- p"), out.count("\n- #"))
     assert f"- … 5 more: {CTL} recall type:pending" in out
-    assert f"- … 8 more: {CTL} recall timeline / type:<t>" in out
+    assert f"- … 14 more: {CTL} recall timeline / type:<t>" in out
 
 
 def test_session_start_is_factual_not_imperative() -> None:
