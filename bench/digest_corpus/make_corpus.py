@@ -61,7 +61,7 @@ def lines_matching(text: str, *patterns: str) -> list[str]:
 
 
 def first_nonblank(text: str, n: int) -> list[str]:
-    return [ln for ln in text.split("\n") if ln.strip()][:n]
+    return [ln for ln in text.split("\n") if re.search(r"\w", ln)][:n]  # separators like "----" say nothing
 
 
 def last_nonblank(text: str) -> list[str]:

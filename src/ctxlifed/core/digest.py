@@ -37,7 +37,8 @@ Rules:
   3. the head and tail of the output (more of the head for searches and listings: their first matches).
   Tiers 0 and 1 are kept whatever their size up to ``max_tokens`` (then the rest are counted, not shown:
   the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
-  within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS`). Tier 0/1 lines are never cut; a tier 2/3 line
+  within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS` while the
+  must-keep lines take less than that). Tier 0/1 lines are never cut; a tier 2/3 line
   longer than :data:`MAX_LINE_CHARS` is cut with ``… [+N chars]`` (so it is not verbatim, and says so).
 - Bounded: at most :data:`MAX_SCAN` characters are scanned (its first and last halves; the line numbers
   of the tail stay those of the original); the digest's size is bounded by ``max_tokens`` plus its
@@ -314,6 +315,9 @@ _PY_TEST_FAIL_RE = re.compile(
 
 # ---------------------------------------------------------------- helpers
 
+_WORDY_RE = re.compile(r"\w")
+
+
 def _tok(line: str) -> int:
     return (len(line) + 3) // 4 if line.isascii() else estimate_tokens(line)
 
@@ -462,10 +466,9 @@ def digest(
     if last is not None:
         mark(last, 0)
     head_n = HEAD_LINES.get(k, 5)
-    for i in range(min(n, head_n)):
-        mark(i, 3)
-    for i in range(max(0, n - TAIL_LINES), n):
-        mark(i, 3)
+    for i in (*range(min(n, head_n)), *range(max(0, n - TAIL_LINES), n)):
+        if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
+            mark(i, 3)
 
     orig_tokens = original_tokens if original_tokens is not None else estimate_tokens(text)
     must = sorted(i for i, t in tier.items() if t <= 1)
@@ -480,7 +483,8 @@ def digest(
                 continue
             shown.add(i)
             used += cost
-    room = min(budget_tokens, max(MIN_CONTEXT_TOKENS, int(orig_tokens * CONTEXT_SHARE) - used))
+    floor = MIN_CONTEXT_TOKENS if used < MIN_CONTEXT_TOKENS else 0
+    room = min(budget_tokens, max(floor, int(orig_tokens * CONTEXT_SHARE) - used))
     ctx_used = 0
     cut_any = False
     rendered: dict[int, str] = {}
@@ -519,8 +523,8 @@ def digest(
 
     label = _KIND_LABEL[k]
     what = _what_kept(k, len(must) - omitted, len(shown))
-    head = (f"[ctxlifed digest of a {label}: original {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens;"
-            f" {what}; [Ln-m] = the original's line numbers]")
+    head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
+            " [Ln-m] = line numbers in the original]")
     facts = _facts(k, nb)
     extra: list[str] = []
     if facts:
@@ -558,7 +562,7 @@ def _what_kept(kind: str, must: int, shown: int) -> str:
         "log": "error lines with context",
         "other": "error-looking lines",
     }[kind]
-    return f"kept {_fmt(shown)} lines verbatim ({what}, head and tail)"
+    return f"{_fmt(shown)} lines kept verbatim ({what}, head, tail)"
 
 
 def kept_verbatim(original: Iterable[str], digest_text: str) -> list[str]:
