@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import accumulate
 from operator import add
 from typing import Literal
@@ -259,8 +259,8 @@ _DIFF = [
     ("t2", r"\n@@ "),
 ]
 _LOG = [
-    ("t1c3", r"\b(?:ERROR|CRITICAL|FATAL|SEVERE|PANIC|EMERG|ALERT)\b|\b(?:error|fatal|panic): "
-             r"|Traceback \(most recent call last\)|\bException\b"),
+    ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|\berror: |\bfatal: "
+             r"|\bpanic: |Traceback \(most recent call last\)|\bException\b"),
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
     ("t2", r"\b(?:WARN|WARNING)\b"),
@@ -273,16 +273,85 @@ _OTHER = [
 ]
 
 
-def _compile(spec: list[tuple[str, str]]) -> tuple[re.Pattern[str], dict[str, tuple[int, int, bool]]]:
-    groups: dict[str, tuple[int, int, bool]] = {}
-    parts = []
-    for i, (tag, pat) in enumerate(spec):
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of ``pattern`` (split on ``|`` outside groups and classes)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "^":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+# Alternatives anchored at a line start (``\n...``) are joined in one regex ``\n(?:(?P<g0>...)|...)``: the
+# engine scans for "\n" once and tries the branches there (most fail on their first character).
+# Other alternatives get one regex each: one that starts with a literal is searched with the engine's
+# fast literal scan, where a big alternation tries every branch at every position (ten times slower).
+# A leading ``\b`` defeats that scan too, so it is dropped from the regex and checked on the match.
+# A pattern must use only non-capturing groups.
+
+
+_JOIN_ANCHORED = True  # see above; False gives one regex per anchored alternative (for measuring)
+
+
+class _Scan(msgspec.Struct, frozen=True):
+    rx: re.Pattern[str]
+    boundary: bool  # the match must start at a word boundary
+    info: dict[str | None, tuple[int, int, bool]]  # group name (None: whole match) -> tier, follow, as ctx
+
+
+def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
+    anchored: list[tuple[int, str, tuple[int, int, bool]]] = []
+    out: list[_Scan] = []
+    for order, (tag, pat) in enumerate(spec):
         m = re.fullmatch(r"t(\d)(?:([nc])(\d))?", tag)
         assert m is not None, tag
-        name = f"g{i}"
-        groups[name] = (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
-        parts.append(f"(?P<{name}>{pat})")
-    return re.compile("|".join(parts)), groups
+        info = (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
+        for alt in _alternatives(pat):
+            if _JOIN_ANCHORED and alt.startswith("\\n"):
+                anchored.append((info[0] * 1000 + order, alt[2:], info))
+                continue
+            boundary = alt.startswith("\\b")
+            out.append(_Scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
+    if anchored:
+        anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
+        names = {f"g{i}": info for i, (_o, _a, info) in enumerate(anchored)}
+        rx = re.compile("\\n(?:" + "|".join(f"(?P<g{i}>{alt})" for i, (_o, alt, _inf) in enumerate(anchored)) + ")")
+        out.insert(0, _Scan(rx, False, dict(names)))
+    return out
+
+
+def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, int, bool]]]:
+    info = scan.info
+    single = info.get(None)
+    for m in scan.rx.finditer(nb):
+        p = m.start()
+        if scan.boundary and p > 0 and (nb[p - 1].isalnum() or nb[p - 1] == "_"):
+            continue
+        yield m, single if single is not None else info[m.lastgroup]
 
 
 _PATTERNS = {
@@ -298,7 +367,8 @@ _PATTERNS = {
 _WARN_RE = re.compile(
     r":\d+(?::\d+)?: warning: [^\n]*?(\[-W[\w=+-]+\])?(?=\n|$)|\nwarning(?:\[\w+\])?: ([^\n]*)|warning TS\d+"
 )
-_LEVEL_RE = re.compile(r"\b(DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b")
+_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE")
+_LEVEL_SCANS = [(_compile([("t0", rf"\b{lv}\b")])[0], lv) for lv in _LEVELS]
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)([^\n/]+)/?(?=\n)")
@@ -355,7 +425,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if col or sat:
             out.append(f"collected {col}, already satisfied {sat}")
     elif kind == "log":
-        levels = Counter(_LEVEL_RE.findall(nb))
+        levels = Counter({lv: n for sc, lv in _LEVEL_SCANS if (n := sum(1 for _ in _finditer(sc, nb)))})
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
@@ -451,17 +521,14 @@ def digest(
         if 0 <= i < n and (i not in tier or tier[i] > t) and lines[i].strip():
             tier[i] = t
 
-    rx, groups = _PATTERNS[k]
-    for m in rx.finditer(nb):
-        name = m.lastgroup
-        assert name is not None
-        t, follow, as_ctx = groups[name]
-        i = bisect_right(starts, m.start()) - 1
-        mark(i, t)
-        for j in range(i + 1, i + 1 + follow):
-            mark(j, 2 if as_ctx else t)
-        if k == "log" and t == 1 and i > 0:
-            mark(i - 1, 2)
+    for scan in _PATTERNS[k]:
+        for m, (t, follow, as_ctx) in _finditer(scan, nb):
+            i = bisect_right(starts, m.start()) - 1
+            mark(i, t)
+            for j in range(i + 1, i + 1 + follow):
+                mark(j, 2 if as_ctx else t)
+            if k == "log" and t == 1 and i > 0:
+                mark(i - 1, 2)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
         mark(last, 0)
