@@ -15,7 +15,7 @@ Rules:
   * any pipeline whose last stage is ``head``/``tail``/``sed -n`` (the model already chose its window);
   * ``git diff``/``git show``/``git log -p`` limited to paths (after ``--`` or path-like arguments) when
     one of them is a file edited in this session (``edited_paths``, compared by suffix) or there is
-    exactly one path; ``git show <rev>:<path>`` (a file's content);
+    exactly one path and it names a file (``a/b.py``, not ``src``); ``git show <rev>:<path>``;
   * a command that cannot be parsed (``shlex``): kept, to be safe. Leading ``cd x &&`` is ignored.
 - Thresholds (:class:`CompressSettings`), in estimated tokens of the output: at Working-zone level 0
   only outputs of ``min_tokens[0]`` or more, and every Bash output Claude Code would cut to a head-only
@@ -179,7 +179,7 @@ def asked_verbatim(command: str, edited_paths: Collection[str] = ()) -> bool:
             if first[0] == "git":
                 paths = _git_paths(first)
                 if paths:
-                    if paths == ["<rev:path>"] or len(paths) == 1:
+                    if paths == ["<rev:path>"] or (len(paths) == 1 and "." in paths[0].rstrip("/").rsplit("/", 1)[-1]):
                         return True
                     if any(p.endswith(e) or e.endswith(p) for p in paths for e in edited_paths if p and e):
                         return True

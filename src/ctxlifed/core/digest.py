@@ -126,7 +126,9 @@ _LINT_RE = re.compile(
     )(?=\s|$)""",
     re.X,
 )
-_DIFF_RE = re.compile(COMMAND_PREFIX + r"(?:git\s+(?:-C\s+\S+\s+|--no-pager\s+|-c\s+\S+\s+)*(?:diff|show|format-patch)|diff)(?=\s|$)")
+_DIFF_RE = re.compile(
+    COMMAND_PREFIX + r"(?:git\s+(?:-C\s+\S+\s+|--no-pager\s+|-c\s+\S+\s+)*(?:diff|show|format-patch)|diff)(?=\s|$)", re.X
+)
 _LOG_RE = re.compile(
     COMMAND_PREFIX
     + r"""(?: journalctl | (?:docker|podman|kubectl|oc)\s+(?:compose\s+)?logs | dmesg
