@@ -145,23 +145,18 @@ _SEARCH_RE = re.compile(
     re.X,
 )
 
-_TEXT_TEST_RE = re.compile(
-    r"=+ test session starts =+|\nRan \d+ tests? in |\ntest result: |\n--- FAIL: |\n(?:ok|FAIL)\s+\S+\s+[\d.]+s"
-    r"|\nTests?:\s+\d+|\n(?:#|ℹ) (?:tests|pass|fail) \d+|\n\s*\d+ passing \(|\n=+ .*\b(?:passed|failed)\b.* in [\d.]+s"
-)
-_TEXT_BUILD_RE = re.compile(
-    r":\d+:\d+: (?:fatal )?(?:error|warning):|\.py:\d+: error:|\): error TS\d+|\n(?:error|warning)\[E?\d+\]: "
-    r"|\nerror: could not compile|\nFound \d+ errors? in|\nmake(?:\[\d+\])?: \*\*\*|\n\s+--> \S+:\d+:\d+"
-)
-_TEXT_INSTALL_RE = re.compile(
-    r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
-    r"|\nERROR: (?:Could not find a version|No matching distribution)"
-)
-_TEXT_DIFF_RE = re.compile(r"(?:^|\n)diff --git |(?:^|\n)--- a/\S+\n\+\+\+ b/")
-_LOG_LINE_RE = re.compile(
-    r"\n[^\n]{0,40}?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\d\d:\d\d:\d\d)[^\n]*"
-    r"|\n[^\n]{0,60}?\b(?:DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b"
-)
+_TEXT_TEST = [("t0",
+               r"test session starts|\nRan \d+ tests? in |\ntest result: |\n--- FAIL: |\n(?:ok|FAIL)\s+\S+\s+[\d.]+s"
+               r"|\nTests?:\s+\d+|\n(?:#|ℹ) (?:tests|pass|fail) \d+|\n\s*\d+ passing \("
+               r"|\n=+ [^\n]*\b(?:passed|failed)\b[^\n]* in [\d.]+s")]
+_TEXT_BUILD = [("t0",
+                r":\d+:\d+: (?:fatal )?(?:error|warning):|\.py:\d+: error:|\): error TS\d+|\n(?:error|warning)\[E?\d+\]: "
+                r"|\nerror: could not compile|\nFound \d+ errors? in|\nmake(?:\[\d+\])?: \*\*\*|\n\s+--> \S+:\d+:\d+")]
+_TEXT_INSTALL = [("t0",
+                  r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
+                  r"|\nERROR: (?:Could not find a version|No matching distribution)")]
+_TEXT_DIFF_RE = re.compile(r"diff --git a/|--- a/\S+\n\+\+\+ b/")
+_CLOCK_RE = re.compile(r"\d\d:\d\d:\d\d")
 _MATCH_LINE_RE = re.compile(r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)")
 
 
@@ -183,18 +178,19 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
             return "search"
     head = "\n" + text[:32768]
     tail = "\n" + text[-8192:] if len(text) > 32768 else ""
-    if _TEXT_TEST_RE.search(head) or (tail and _TEXT_TEST_RE.search(tail)):
+    if _found(_TEXT_SCANS["test"], head) or (tail and _found(_TEXT_SCANS["test"], tail)):
         return "test"
-    if _TEXT_INSTALL_RE.search(head) or (tail and _TEXT_INSTALL_RE.search(tail)):
+    if _found(_TEXT_SCANS["install"], head) or (tail and _found(_TEXT_SCANS["install"], tail)):
         return "install"
-    if _TEXT_BUILD_RE.search(head):
+    if _found(_TEXT_SCANS["build"], head):
         return "build"
     if _TEXT_DIFF_RE.search(head[:4096]):
         return "diff"
     sample = head[:8192]
     n = sample.count("\n")
     if n >= 8:
-        if len(_LOG_LINE_RE.findall(sample)) * 2 >= n:
+        stamps = len(_CLOCK_RE.findall(sample))
+        if max(stamps, len(_LEVEL_RE.findall(sample))) * 2 >= n:  # half the lines timestamped or levelled
             return "log"
         if len(_MATCH_LINE_RE.findall(sample)) * 5 >= n * 3:
             return "search"
@@ -356,6 +352,12 @@ def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, 
         yield m, single if single is not None else info[m.lastgroup]
 
 
+def _found(scans: list[_Scan], text: str) -> bool:
+    return any(next(_finditer(sc, text), None) is not None for sc in scans)
+
+
+_TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
+
 _PATTERNS = {
     "test": _compile(_TEST),
     "build": _compile(_BUILD),
@@ -366,11 +368,9 @@ _PATTERNS = {
     "other": _compile(_OTHER),
 }
 
-_WARN_RE = re.compile(
-    r":\d+(?::\d+)?: warning: [^\n]*?(\[-W[\w=+-]+\])?(?=\n|$)|\nwarning(?:\[\w+\])?: ([^\n]*)|warning TS\d+"
-)
-_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE")
-_LEVEL_SCANS = [(_compile([("t0", rf"\b{lv}\b")])[0], lv) for lv in _LEVELS]
+_WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: [^\n]*?(\[-W[\w=+-]+\])?(?=\n|$)"), re.compile(r"\nwarning(?:\[\w+\])?: "),
+             re.compile(r"warning TS\d+"))
+_LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)([^\n/]+)/?(?=\n)")
@@ -390,8 +390,22 @@ _PY_TEST_FAIL_RE = re.compile(
 _WORDY_RE = re.compile(r"\w")
 
 
+# The CJK ranges of core.model's estimate: counted by one regex scan instead of a Python loop per character.
+_CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+def _estimate(text: str) -> int:
+    """:func:`~ctxlifed.core.model.estimate_tokens`, the same figure, fast on non-ASCII text."""
+    if not text:
+        return 0
+    if text.isascii():
+        return (len(text) + 3) // 4
+    cjk = len(_CJK_RE.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
+
+
 def _tok(line: str) -> int:
-    return (len(line) + 3) // 4 if line.isascii() else estimate_tokens(line)
+    return _estimate(line)
 
 
 def _fmt(n: int) -> str:
@@ -417,8 +431,9 @@ def _facts(kind: str, nb: str) -> list[str]:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
         warns: Counter[str] = Counter()
-        for m in _WARN_RE.finditer(nb):
-            warns[m.group(1) or "warning"] += 1
+        for rx in _WARN_RES:
+            for m in rx.finditer(nb):
+                warns[(m.group(1) if rx.groups else None) or "warning"] += 1
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
     elif kind == "install":
@@ -427,7 +442,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if col or sat:
             out.append(f"collected {col}, already satisfied {sat}")
     elif kind == "log":
-        levels = Counter({lv: n for sc, lv in _LEVEL_SCANS if (n := sum(1 for _ in _finditer(sc, nb)))})
+        levels = Counter(m.group(0) for m in _LEVEL_RE.finditer(nb) if not nb[m.start() - 1].isalnum())
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
@@ -539,7 +554,7 @@ def digest(
         if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
             mark(i, 3)
 
-    orig_tokens = original_tokens if original_tokens is not None else estimate_tokens(text)
+    orig_tokens = original_tokens if original_tokens is not None else _estimate(text)
     must = sorted(i for i, t in tier.items() if t <= 1)
     shown: set[int] = set()
     used = 0
@@ -614,7 +629,7 @@ def digest(
         text=out,
         original_lines=total_lines,
         original_tokens=orig_tokens,
-        tokens=estimate_tokens(out),
+        tokens=_estimate(out),
         kept_lines=len(shown),
         must_lines=len(must),
         must_omitted=omitted,
