@@ -161,3 +161,20 @@ def test_pure_module_imports_no_io() -> None:
             "print(' '.join(sorted(set(sys.modules) - before)))")
     mods = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
     assert not {"anyio", "sqlite3", "socket", "structlog", "sqlite_utils", "watchfiles", "subprocess"} & mods
+
+
+def test_fast_token_estimate_is_core_models_figure() -> None:
+    from ctxlifed.core.digest import _estimate
+
+    for text in ("", "abc", "中文abc", "é" * 10, "ｱ漢字한국어 x" * 50, "ー", "\uffef\u3040", "\u309f\u30a0"):
+        assert _estimate(text) == estimate_tokens(text), text
+
+
+def test_mixed_runner_output_keeps_each_runners_failures() -> None:
+    """`make test` running pytest then cargo: both runners' patterns apply."""
+    py = next(c for c in corpus() if c[0] == "pytest_default_failures")
+    rs = next(c for c in corpus() if c[0] == "cargo_test")
+    text = py[2] + rs[2]
+    d = digest(text, command="make test", archive_id=1)
+    must = py[1]["must_keep"] + rs[1]["must_keep"]
+    assert kept_verbatim(must, d.text) == must

@@ -289,7 +289,7 @@ def label_cargo_test(out: str) -> list[str]:
 def label_cargo_build(out: str) -> list[str]:
     keep = lines_matching(out, r"^error(?:\[E\d+\])?: ", r"^warning: `calc` .* generated \d+ warnings?")
     lines = out.split("\n")
-    for a, b in zip(lines, lines[1:]):  # an error's location: the --> line right under it
+    for a, b in zip(lines, lines[1:], strict=False):  # an error's location: the --> line right under it
         if re.match(r"error(?:\[E\d+\])?: ", a) and re.match(r"\s+--> ", b) and b not in keep:
             keep.append(b)
     return keep

@@ -50,6 +50,7 @@ from ctxlifed.core.model import estimate_tokens
 __all__ = [
     "CompressMode",
     "CompressSettings",
+    "DEFAULT_SETTINGS",
     "Decision",
     "asked_verbatim",
     "decide",
@@ -80,6 +81,9 @@ class CompressSettings(msgspec.Struct, frozen=True, kw_only=True):
     min_saving: float = 0.3
     digest_budget_tokens: int = 600  # digest(budget_tokens=...)
     digest_max_tokens: int = 6_000  # digest(max_tokens=...)
+
+
+DEFAULT_SETTINGS = CompressSettings()
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,7 +265,7 @@ def decide(
     *,
     level: int,
     phase: str | None,
-    settings: CompressSettings = CompressSettings(),
+    settings: CompressSettings = DEFAULT_SETTINGS,
     edited_paths: Collection[str] = (),
     full_text: str | None = None,
 ) -> Decision | None:
@@ -305,7 +309,7 @@ def decide(
                     complete=not (persisted and not full_text))
 
 
-def worth_replacing(original_tokens: int, digest_tokens: int, settings: CompressSettings = CompressSettings()) -> bool:
+def worth_replacing(original_tokens: int, digest_tokens: int, settings: CompressSettings = DEFAULT_SETTINGS) -> bool:
     """True when the digest saves at least ``settings.min_saving`` of the original's tokens."""
     return original_tokens > 0 and digest_tokens <= original_tokens * (1.0 - settings.min_saving)
 

@@ -35,6 +35,8 @@ Rules:
      first warnings, the lines around a log's error, the first entries of each ``git status`` section,
      hunk headers of a diff;
   3. the head and tail of the output (more of the head for searches and listings: their first matches).
+  For a test run, only the patterns of the runners whose marks are in the output are used (pytest,
+  unittest, cargo, go, node/jest/vitest/mocha), all of them when none is recognised.
   Tiers 0 and 1 are kept whatever their size up to ``max_tokens`` (then the rest are counted, not shown:
   the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
   within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS` while the
@@ -48,6 +50,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from collections import Counter
@@ -59,7 +62,6 @@ from typing import Literal
 import msgspec
 
 from ctxlifed.core.commands import COMMAND_PREFIX, any_segment, is_build_command, is_test_command
-from ctxlifed.core.model import estimate_tokens
 
 __all__ = [
     "CONTEXT_SHARE",
@@ -208,24 +210,44 @@ _PY_FRAME = r'\n\s+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
 
-_TEST = [
-    ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
-    ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
-    ("t0", r"\nRan \d+ tests? in [^\n]*|\n(?:OK|FAILED)(?: \([^\n]*\))?(?=\n|$)"),
-    ("t0", r"\ntest result: |\nerror: test failed|\n(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]\n]*\])|\n(?:PASS|FAIL)(?=\n|$)"),
-    ("t0", r"\n\s*Test(?:s|\sSuites|\sFiles):\s+|\n(?:#|ℹ) (?:tests|pass|fail|cancelled) \d+|\n\s*\d+ (?:passing|failing)\b"),
-    ("t1", r"\nE(?= |\n|$)|\n(?:FAILED|ERROR) |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
-    ("t1", r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
-    ("t1", r"\n(?:FAIL|ERROR): |\.\.\. (?:FAIL|ERROR|FAILED)(?=\n|$)"),
+# Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
+# line); when no runner is recognised, all of them are.
+_RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "pytest": (r"test session starts|::|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
+        ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
+        ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
+        ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
+        ("t1", r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
+        ("t2", r"\n>\s"),
+    ]),
+    "unittest": (r"\nRan \d+ test|\.\.\. (?:ok|FAIL|ERROR)\n|\n(?:FAIL|ERROR): ", [
+        ("t0", r"\nRan \d+ tests? in [^\n]*|\nOK(?: \([^\n]*\))?(?=\n|$)|\nFAILED(?: \([^\n]*\))?(?=\n|$)"),
+        ("t1", r"\nFAIL: |\nERROR: |\.\.\. (?:FAIL|ERROR|FAILED)(?=\n|$)"),
+    ]),
+    "cargo": (r"\ntest result: |\nrunning \d+ tests?|panicked at ", [
+        ("t0", r"\ntest result: |\nerror: test failed"),
+        ("t1n1", r"panicked at "),
+        ("t1", r"\nassertion [^\n]*failed|\n\s*left: |\n\s*right: |\ntest [^\n]* \.\.\. FAILED"),
+    ]),
+    "go": (r"\n=== RUN|\n--- FAIL|\n(?:ok|FAIL)\s+\S+\s+[\d.]+s|\npanic: ", [
+        ("t0", r"\nok\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]\n]*\])|\nFAIL\s+\S+\s+(?:[\d.]+s|\[[^\]\n]*\])|\nPASS(?=\n|$)"
+               r"|\nFAIL(?=\n|$)"),
+        ("t1", r"\n\s*--- FAIL: |\n\s+\S+_test\.go:\d+: |\npanic: "),
+    ]),
+    "js": (r"\nTAP version|\n# Subtest|\n(?:#|ℹ) tests \d+|\n\s*Tests?:\s+\d|\n\s*\d+ passing \(|\n\s*[●✕✖] ", [
+        ("t0", r"\n\s*Test(?:s|\sSuites|\sFiles):\s+|\n(?:#|ℹ) (?:tests|pass|fail|cancelled) \d+"
+               r"|\n\s*\d+ (?:passing|failing)\b"),
+        ("t1", r"\n\s*● |\n\s*✕ |\n\s*(?:Expected|Received)(?: \w+)?: |\n✖ |\n\s*not ok \d+"),
+        ("t1", r"\n\s+(?:error|location|expected|actual|name): |\n\s{4}Expected values"),
+        ("t2", r"\n\s+at [^\n]*:\d+:\d+\)?(?=\n)"),
+    ]),
+}
+_TEST_COMMON = [
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
-    ("t1n1", r"panicked at "),
-    ("t1", r"\nassertion [^\n]*failed|\n\s*left: |\n\s*right: |\n\s*--- FAIL: |\n\s+\S+_test\.go:\d+: |\npanic: "),
-    ("t1", r"\n\s*● |\n\s*✕ |\n\s*(?:Expected|Received)(?: \w+)?: |\n✖ |\n\s*not ok \d+"),
-    ("t1", r"\n\s+(?:error|location|expected|actual|name): |\n\s{4}Expected values"),
-    ("t2", r"\n>\s|\n\s+at [^\n]*:\d+:\d+\)?(?=\n)"),
     ("t1", r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |Traceback \(most recent call last\)"),
 ]
+_TEST = [x for _marks, spec in _RUNNERS.values() for x in spec] + _TEST_COMMON
 _BUILD = [
     ("t0", r"\nFound \d+ errors?|\n\d+ errors? generated|\nerror: could not compile|\nmake(?:\[\d+\])?: \*\*\* "
            r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n\s*Finished |\n\d+ problems? \("),
@@ -358,6 +380,24 @@ def _found(scans: list[_Scan], text: str) -> bool:
 
 _TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
 
+_RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)) for name, (marks, spec) in _RUNNERS.items()}
+
+
+def _test_scans(nb: str) -> list[_Scan]:
+    """The scans of the runners whose marks are in ``nb`` (all of them when none is)."""
+    found = [name for name, (marks, _sc) in _RUNNER_SCANS.items() if _found(marks, nb)]
+    if len(found) == 1:
+        return _RUNNER_SCANS[found[0]][1]
+    if not found:
+        return _PATTERNS["test"]
+    return _runner_mix(tuple(found))
+
+
+@functools.lru_cache(maxsize=32)
+def _runner_mix(names: tuple[str, ...]) -> list[_Scan]:
+    return _compile([x for name in names for x in _RUNNERS[name][1]] + _TEST_COMMON)
+
+
 _PATTERNS = {
     "test": _compile(_TEST),
     "build": _compile(_BUILD),
@@ -446,15 +486,15 @@ def _facts(kind: str, nb: str) -> list[str]:
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
-        files = _DIFF_FILE_RE.findall(nb)
-        if files:
+        changed = _DIFF_FILE_RE.findall(nb)
+        if changed:
             adds = dels = 0
             for m in _DIFF_ADD_DEL_RE.finditer(nb):
                 if m.group(1) == "+":
                     adds += 1
                 else:
                     dels += 1
-            out.append(f"{len(files)} files, +{adds} -{dels} lines")
+            out.append(f"{len(changed)} files, +{adds} -{dels} lines")
     elif kind == "search":
         commits = len(_COMMIT_RE.findall(nb))
         if commits >= 2:
@@ -538,7 +578,7 @@ def digest(
         if 0 <= i < n and (i not in tier or tier[i] > t) and lines[i].strip():
             tier[i] = t
 
-    for scan in _PATTERNS[k]:
+    for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
         for m, (t, follow, as_ctx) in _finditer(scan, nb):
             i = bisect_right(starts, m.start()) - 1
             mark(i, t)
