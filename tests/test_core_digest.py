@@ -178,3 +178,11 @@ def test_mixed_runner_output_keeps_each_runners_failures() -> None:
     d = digest(text, command="make test", archive_id=1)
     must = py[1]["must_keep"] + rs[1]["must_keep"]
     assert kept_verbatim(must, d.text) == must
+
+
+def test_diff_digest_counts_each_file_right() -> None:
+    text = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n a\n-b\n+c\n+d\n"
+            "diff --git a/y.md b/y.md\n--- a/y.md\n+++ b/y.md\n@@ -5 +5 @@\n-old\n+new\n") * 1
+    d = digest(text * 40, command="git diff", archive_id=2)
+    assert d.kind == "diff"
+    assert "[80 files, +120 -80 lines: x.py +2 -1, y.md +1 -1, x.py +2 -1" in d.text

@@ -418,7 +418,6 @@ _COMMIT_RE = re.compile(r"\ncommit [0-9a-f]{7,40}\b|\n[0-9a-f]{7,12} \S")
 _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 _STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
-_DIFF_ADD_DEL_RE = re.compile(r"\n(\+(?!\+\+ )|-(?!-- ))")
 _PY_TEST_FAIL_RE = re.compile(
     r"\nFAILED (\S+)|\n(?:FAIL|ERROR): (\S+)|\ntest (\S+) \.\.\. FAILED|\n\s*--- FAIL: (\S+)|\nnot ok \d+ - ([^\n]+)"
     r"|\n\s*● ([^\n]+)"
@@ -486,15 +485,20 @@ def _facts(kind: str, nb: str) -> list[str]:
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
-        changed = _DIFF_FILE_RE.findall(nb)
-        if changed:
+        starts = [m.start() for m in _DIFF_FILE_RE.finditer(nb)]
+        if starts:
+            stat: list[str] = []
             adds = dels = 0
-            for m in _DIFF_ADD_DEL_RE.finditer(nb):
-                if m.group(1) == "+":
-                    adds += 1
-                else:
-                    dels += 1
-            out.append(f"{len(changed)} files, +{adds} -{dels} lines")
+            for j, a in enumerate(starts):
+                seg = nb[a: starts[j + 1] if j + 1 < len(starts) else len(nb)]
+                name = _DIFF_FILE_RE.match(seg)
+                plus = seg.count("\n+") - seg.count("\n+++ ")
+                minus = seg.count("\n-") - seg.count("\n--- ")
+                adds += plus
+                dels += minus
+                stat.append(f"{name.group(1) if name else '?'} +{plus} -{minus}")
+            more = f", … {len(stat) - 12} more" if len(stat) > 12 else ""
+            out.append(f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more)
     elif kind == "search":
         commits = len(_COMMIT_RE.findall(nb))
         if commits >= 2:
@@ -505,7 +509,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if sum(files.values()) >= 3:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
-        items = Counter(s.strip() or "entries" for s in _STATUS_ITEM_RE.findall(nb))
+        items = Counter(s.strip() or "untracked/other" for s in _STATUS_ITEM_RE.findall(nb))
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
