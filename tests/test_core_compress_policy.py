@@ -148,3 +148,31 @@ def test_worth_replacing_needs_a_real_saving() -> None:
 def test_empty_output_is_kept() -> None:
     assert decide("Bash", {"command": "true"}, bash(""), level=3, phase=None) is None
     assert decide("Bash", {"command": "true"}, bash("   \n\n"), level=3, phase=None) is None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30)),
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(
+        st.sampled_from(["stdout", "stderr", "interrupted", "isImage", "noOutputExpected", "content", "type", "text",
+                         "isError", "persistedOutputPath", "persistedOutputSize", "x"]), kids, max_size=6)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tool=st.sampled_from(["Bash", "mcp__a__b", "Read", ""]), response=_JSON, tool_input=_JSON,
+       level=st.integers(-2, 9), phase=st.sampled_from([None, "testing", "implementation", "review", "x"]))
+def test_any_payload_shape_never_raises(tool: str, response: object, tool_input: object, level: int, phase: str | None) -> None:
+    """Unknown shapes give None (keep the original); known ones give a decision or None; nothing raises."""
+    ti = tool_input if isinstance(tool_input, dict) else None
+    decide(tool, ti, response, level=level, phase=phase, settings=CompressSettings(compress_outputs="aggressive"))
+    a = post_tool_use_answer(tool, response, "digest")
+    if a is not None:
+        hso = a["hookSpecificOutput"]
+        assert hso["hookEventName"] == "PostToolUse"
+        assert ("updatedToolOutput" in hso) == (tool == "Bash")
+        if tool == "Bash":
+            assert tuple(hso["updatedToolOutput"]) == BASH_KEYS

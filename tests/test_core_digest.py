@@ -186,3 +186,31 @@ def test_diff_digest_counts_each_file_right() -> None:
     d = digest(text * 40, command="git diff", archive_id=2)
     assert d.kind == "diff"
     assert "[80 files, +120 -80 lines: x.py +2 -1, y.md +1 -1, x.py +2 -1" in d.text
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LINE = st.one_of(
+    st.text(max_size=80),
+    st.sampled_from(["E       assert 1 == 2", "FAILED t.py::x - boom", "a.c:1:2: error: bad", "Traceback (most recent call last):",
+                     "ValueError: nope", "===== 1 failed in 0.1s =====", "", "   ", "\r", "ok 1 - x", "diff --git a/x b/x"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_LINE, max_size=120), command=st.one_of(st.none(), st.sampled_from(["pytest", "make", "git diff", "ls -R", "pip install x", "tail x.log", "echo"])))
+def test_any_text_gives_a_bounded_faithful_digest(lines: list[str], command: str | None) -> None:
+    text = "\n".join(lines)
+    d = digest(text, command=command, archive_id=1, max_tokens=300, budget_tokens=200)
+    assert d == digest(text, command=command, archive_id=1, max_tokens=300, budget_tokens=200)
+    orig = text.split("\n")
+    out = d.text.split("\n")
+    for idx, line in enumerate(out):
+        if line.startswith("[L") and line.endswith("]") and line[2:-1].replace("-", "").isdigit():
+            a, _, b = line[2:-1].partition("-")
+            for k, got in enumerate(out[idx + 1: idx + 2 + int(b or a) - int(a)]):
+                want = orig[int(a) - 1 + k]
+                assert got == want or (got.startswith(want[:400]) and "… [+" in got)
+    assert d.kept_lines <= len(orig)
+    assert len(d.text) <= 4 * (300 + 200) + 80 * (d.kept_lines + 1) + 2000

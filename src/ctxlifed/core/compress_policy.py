@@ -80,7 +80,10 @@ class CompressSettings(msgspec.Struct, frozen=True, kw_only=True):
     keep_diff_tokens: int = 6_000
     min_saving: float = 0.3
     digest_budget_tokens: int = 600  # digest(budget_tokens=...)
-    digest_max_tokens: int = 6_000  # digest(max_tokens=...)
+    # digest(max_tokens=...): must-keep lines past it are counted, not shown. Kept low so that a digest stays
+    # near Claude Code's 10,000-character cap on hook output strings (spec 2.5; whether the cap applies to
+    # updatedToolOutput is not observed yet).
+    digest_max_tokens: int = 2_000
 
 
 DEFAULT_SETTINGS = CompressSettings()

@@ -551,7 +551,7 @@ def digest(
     full_path: str | None = None,
     ctl: str = "ctxlifectl",
     budget_tokens: int = 600,
-    max_tokens: int = 6000,
+    max_tokens: int = 2000,
     original_tokens: int | None = None,
 ) -> Digest:
     """A deterministic extractive digest of ``text`` (see the module rules).
