@@ -408,9 +408,11 @@ _PATTERNS = {
     "other": _compile(_OTHER),
 }
 
-_WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: [^\n]*?(\[-W[\w=+-]+\])?(?=\n|$)"), re.compile(r"\nwarning(?:\[\w+\])?: "),
-             re.compile(r"warning TS\d+"))
+_WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: "), re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
+# one literal regex per level (a literal is searched fast; the alternation above tries every position)
+_LEVEL_RES = tuple((lv, re.compile(lv + r"\b")) for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR",
+                                                            "CRITICAL", "FATAL", "TRACE"))
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)([^\n/]+)/?(?=\n)")
@@ -470,9 +472,17 @@ def _facts(kind: str, nb: str) -> list[str]:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
         warns: Counter[str] = Counter()
+        gcc = _WARN_RES[0]
         for rx in _WARN_RES:
             for m in rx.finditer(nb):
-                warns[(m.group(1) if rx.groups else None) or "warning"] += 1
+                flag = "warning"
+                if rx is gcc:  # gcc/clang name the flag at the end of the line: [-Wunused-variable]
+                    end = nb.find("\n", m.end())
+                    seg = nb[m.end(): end if end >= 0 else len(nb)]
+                    k = seg.rfind(" [-W")
+                    if k >= 0 and seg.endswith("]"):
+                        flag = seg[k + 1:]
+                warns[flag] += 1
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
     elif kind == "install":
@@ -481,7 +491,8 @@ def _facts(kind: str, nb: str) -> list[str]:
         if col or sat:
             out.append(f"collected {col}, already satisfied {sat}")
     elif kind == "log":
-        levels = Counter(m.group(0) for m in _LEVEL_RE.finditer(nb) if not nb[m.start() - 1].isalnum())
+        levels = Counter({lv: n for lv, rx in _LEVEL_RES
+                          if (n := sum(1 for m in rx.finditer(nb) if not nb[m.start() - 1].isalnum()))})
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
@@ -647,7 +658,10 @@ def digest(
     for a, b in runs:
         la, lb = number(a), number(b)
         body.append(f"[L{la}]" if la == lb else f"[L{la}-{lb}]")
-        body.extend(rendered.get(i, lines[i]) for i in range(a, b + 1))
+        if rendered:
+            body.extend(rendered.get(i, lines[i]) for i in range(a, b + 1))
+        else:
+            body.extend(lines[a: b + 1])
 
     label = _KIND_LABEL[k]
     what = _what_kept(k, len(must) - omitted, len(shown))
