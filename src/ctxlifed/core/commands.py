@@ -20,12 +20,14 @@ import re
 
 __all__ = [
     "BUILD_COMMAND_RE",
+    "COMMAND_PREFIX",
     "EDIT_TOOLS",
     "EXPLORE_TOOLS",
     "MAX_COMMAND",
     "READONLY_COMMAND_RE",
     "REVIEW_COMMAND_RE",
     "TEST_COMMAND_RE",
+    "any_segment",
     "is_build_command",
     "is_readonly_command",
     "is_review_command",
@@ -46,6 +48,9 @@ _WRAPPERS = r"""
     (?:\S*/)?
 """
 _END = r"(?=\s|$)"
+# The start of a segment up to its program name (wrappers and a path prefix skipped): other modules build
+# their own families as ``re.compile(COMMAND_PREFIX + r"(?: ... )(?=\s|$)", re.X)``.
+COMMAND_PREFIX = r"^\s*" + _WRAPPERS
 
 TEST_COMMAND_RE = re.compile(
     r"^\s*" + _WRAPPERS + r"""
@@ -91,10 +96,14 @@ READONLY_COMMAND_RE = re.compile(
 )
 
 
-def _any_segment(pattern: re.Pattern[str], cmd: str) -> bool:
+def any_segment(pattern: re.Pattern[str], cmd: str) -> bool:
+    """True when ``pattern`` matches the start of one segment of ``cmd`` (see the module rules)."""
     if not cmd:
         return False
     return any(pattern.match(seg) for seg in _SEGMENT_SPLIT_RE.split(cmd[:MAX_COMMAND]))
+
+
+_any_segment = any_segment
 
 
 def is_test_command(cmd: str) -> bool:

@@ -1,0 +1,713 @@
+"""Extractive, deterministic digests of a tool's output, by kind of output: what replaces a bulky output
+in the window (an L1 digest), with the way back to the full original (L2).
+
+Rules:
+- Pure: no I/O, no clock; stdlib + msgspec. The same (text, command, references, budgets) always gives the
+  same digest, byte for byte.
+- A digest is made of lines of the original copied VERBATIM (never rewritten, never re-indented), grouped
+  in runs under a ``[LA-B]`` marker that gives their 1-based line numbers in the original, so the
+  model can ``Read`` the file with ``offset=A`` and a ``limit``. Around them, lines written by ctxlifed
+  are in square brackets: one header (kind, original size in lines and estimated tokens, what was kept,
+  counts such as warnings by flag or matches by file) and one footer (how to get all or part of it:
+  ``<ctl> recall --id <archive_id>`` and, when ``full_path`` is given, ``Read <full_path>``).
+- Kind of output (:func:`output_kind`): from the command first (test run, install, build/compile/lint/type
+  check, diff, search/listing, log), then from the text (a runner's summary, ``file:line: error:``,
+  ``Successfully installed``, ``diff --git``, timestamped/levelled lines, ``path:line:`` matches);
+  anything else is ``other``. ``test`` > ``install`` > ``build`` > ``diff`` > ``log`` > ``search``.
+- Lines are chosen in tiers, each tier filled before the next:
+  0. verdicts: a runner's summary line (pytest ``N failed, M passed in Xs``, unittest ``Ran N tests``
+     + ``OK``/``FAILED (...)``, cargo ``test result:``, go ``ok``/``FAIL``, jest/vitest ``Tests:``, node
+     ``# pass N``/``ℹ fail N``, mocha ``N passing``), a tool's totals (``Found N errors``, ``make: ***``,
+     ``error: could not compile``), an install's final state (``Successfully installed``, ``added N
+     packages``), ``git status``'s branch and section lines, and the last non-blank line;
+  1. must-keep: every failing test id (pytest ``FAILED``/``::x FAILED``/``___ test ___``, unittest
+     ``FAIL:``/``ERROR:``, cargo ``test x ... FAILED``, go ``--- FAIL:``, jest ``●``/``✕``, node
+     ``not ok``/``✖``) with its assertion and error lines (pytest ``E`` lines and ``file.py:N: Error``,
+     cargo ``panicked at`` + the message line after it, ``left:``/``right:``, Python exception lines and
+     ``File "...", line N`` frames, node ``error:``/``location:``/``expected:``/``actual:``), every
+     compiler/linter/type-checker error with its ``file:line`` (gcc/clang ``f.c:3:5: error:``, mypy
+     ``f.py:3: error:``, tsc ``error TS2322``, rustc ``error[E0308]:`` + its ``-->`` line, ruff
+     ``F401 ...`` + its ``-->`` line or ``f.py:1:8: F401``, linker ``undefined reference``), install
+     errors (``ERROR:``, ``npm error``, ``error:``, ``×``), error lines of logs and of other outputs
+     (``ERROR``/``FATAL``/``CRITICAL``, ``Traceback``, exception lines, ``error:``, ``panic:``,
+     ``fatal:``), a search tool's own errors (``grep: x: No such file``);
+  2. context: source/caret lines after a compiler error, the failing source line (pytest ``>``), the
+     first warnings, the lines around a log's error, the first entries of each ``git status`` section,
+     hunk headers of a diff;
+  3. the head and tail of the output (more of the head for searches and listings: their first matches).
+  For a test run, only the patterns of the runners whose marks are in the output are used (pytest,
+  unittest, cargo, go, node/jest/vitest/mocha), all of them when none is recognised.
+  Tiers 0 and 1 are kept whatever their size up to ``max_tokens`` (then the rest are counted, not shown:
+  the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
+  within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS` while the
+  must-keep lines take less than that). Tier 0/1 lines are never cut; a tier 2/3 line
+  longer than :data:`MAX_LINE_CHARS` is cut with ``… [+N chars]`` (so it is not verbatim, and says so).
+- Bounded: at most :data:`MAX_SCAN` characters are scanned (its first and last halves; the line numbers
+  of the tail stay those of the original); the digest's size is bounded by ``max_tokens`` plus its
+  header, footer and run markers.
+- Token figures are :func:`~ctxlifed.core.model.estimate_tokens` estimates (labelled ``~``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from itertools import accumulate
+from operator import add
+from typing import Literal
+
+import msgspec
+
+from ctxlifed.core.commands import COMMAND_PREFIX, any_segment, is_build_command, is_test_command
+
+__all__ = [
+    "CONTEXT_SHARE",
+    "KINDS",
+    "MAX_LINE_CHARS",
+    "MAX_SCAN",
+    "Digest",
+    "OutputKind",
+    "digest",
+    "kept_verbatim",
+    "output_kind",
+]
+
+OutputKind = Literal["test", "build", "install", "search", "diff", "log", "other"]
+KINDS: tuple[OutputKind, ...] = ("test", "build", "install", "search", "diff", "log", "other")
+
+MAX_SCAN = 2 * 1024 * 1024  # characters scanned: the first and the last MAX_SCAN // 2
+MAX_LINE_CHARS = 400  # a context (tier 2/3) line longer than this is cut
+CONTEXT_SHARE = 0.25  # tiers 2/3 fill the digest up to this share of the original's tokens
+MIN_CONTEXT_TOKENS = 120  # ... but may always use this many
+HEAD_LINES = {"search": 12, "diff": 6}  # head lines offered per kind (default 5)
+TAIL_LINES = 4
+
+_KIND_LABEL: dict[str, str] = {
+    "test": "test run",
+    "build": "build/compiler/linter output",
+    "install": "install output",
+    "search": "search/listing output",
+    "diff": "diff",
+    "log": "log",
+    "other": "command output",
+}
+
+
+class Digest(msgspec.Struct, frozen=True, kw_only=True):
+    """An L1 digest of one output. ``text`` is what the model sees instead of the original."""
+
+    kind: str  # one of KINDS
+    text: str
+    original_lines: int
+    original_tokens: int
+    tokens: int  # estimate_tokens(text)
+    kept_lines: int  # original lines shown verbatim (or cut, for context lines)
+    must_lines: int  # tier 0/1 lines found
+    must_omitted: int  # tier 0/1 lines not shown because of max_tokens (0 normally)
+
+
+# ---------------------------------------------------------------- kind of output
+
+_INSTALL_RE = re.compile(
+    COMMAND_PREFIX
+    + r"""(?: (?:pip[\d.]*|uv\s+pip|pipx|conda|mamba|gem|brew|apt(?:-get)?|dnf|yum|apk)\s+(?:install|add|sync)
+      | (?:npm|pnpm|yarn|bun)\s+(?:install|i|ci|add|update|upgrade)
+      | uv\s+(?:sync|add) | poetry\s+(?:install|add|update) | cargo\s+(?:install|fetch|update) | go\s+(?:get|mod\s+download)
+    )(?=\s|$)""",
+    re.X,
+)
+_LINT_RE = re.compile(
+    COMMAND_PREFIX
+    + r"""(?: ruff | mypy | pyright | basedpyright | flake8 | pylint | pyflakes | eslint | biome | tsc | vue-tsc
+      | gcc | g\+\+ | cc | c\+\+ | clang(?:\+\+)? | rustc | javac | kotlinc | swiftc
+      | cargo\s+(?:clippy|check|build|b|c) | go\s+(?:vet|build) | golangci-lint | shellcheck | hadolint
+      | black\s+--check | stylelint | markdownlint | yamllint | pre-commit | tox\s+-e\s+lint
+    )(?=\s|$)""",
+    re.X,
+)
+_DIFF_RE = re.compile(
+    COMMAND_PREFIX + r"(?:git\s+(?:-C\s+\S+\s+|--no-pager\s+|-c\s+\S+\s+)*(?:diff|show|format-patch)|diff)(?=\s|$)", re.X
+)
+_LOG_RE = re.compile(
+    COMMAND_PREFIX
+    + r"""(?: journalctl | (?:docker|podman|kubectl|oc)\s+(?:compose\s+)?logs | dmesg
+      | (?:tail|head|less|cat|grep|rg)\s+(?:[^|;&\n]*\s)?\S+\.log\b
+    )""",
+    re.X,
+)
+_SEARCH_RE = re.compile(
+    COMMAND_PREFIX
+    + r"""(?: grep | egrep | rg | ag | ack | find | fd | ls | tree | du | locate
+      | git\s+(?:-C\s+\S+\s+|--no-pager\s+)*(?:log|status|grep|ls-files|branch|tag|shortlog|reflog|blame)
+      | (?:pip[\d.]*|uv\s+pip)\s+(?:list|freeze) | (?:npm|pnpm|yarn)\s+(?:ls|list|outdated) | cargo\s+tree
+    )(?=\s|$)""",
+    re.X,
+)
+
+_TEXT_TEST = [("t0",
+               r"test session starts|\nRan \d+ tests? in |\ntest result: |\n--- FAIL: |\n(?:ok|FAIL)\s+\S+\s+[\d.]+s"
+               r"|\nTests?:\s+\d+|\n(?:#|ℹ) (?:tests|pass|fail) \d+|\n\s*\d+ passing \("
+               r"|\n=+ [^\n]*\b(?:passed|failed)\b[^\n]* in [\d.]+s")]
+_TEXT_BUILD = [("t0",
+                r":\d+:\d+: (?:fatal )?(?:error|warning):|\.py:\d+: error:|\): error TS\d+|\n(?:error|warning)\[E?\d+\]: "
+                r"|\nerror: could not compile|\nFound \d+ errors? in|\nmake(?:\[\d+\])?: \*\*\*|\n\s+--> \S+:\d+:\d+")]
+_TEXT_INSTALL = [("t0",
+                  r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
+                  r"|\nERROR: (?:Could not find a version|No matching distribution)")]
+_TEXT_DIFF_RE = re.compile(r"diff --git a/|--- a/\S+\n\+\+\+ b/")
+_CLOCK_RE = re.compile(r"\d\d:\d\d:\d\d")
+_MATCH_LINE_RE = re.compile(r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)")
+
+
+def output_kind(text: str, command: str | None = None) -> OutputKind:
+    """The kind of output ``text`` is (see the module rules); ``command`` is the Bash command, if any."""
+    cmd = command or ""
+    if cmd:
+        if is_test_command(cmd):
+            return "test"
+        if any_segment(_INSTALL_RE, cmd):
+            return "install"
+        if is_build_command(cmd) or any_segment(_LINT_RE, cmd):
+            return "build"
+        if any_segment(_DIFF_RE, cmd):
+            return "diff"
+        if any_segment(_LOG_RE, cmd):
+            return "log"
+        if any_segment(_SEARCH_RE, cmd):
+            return "search"
+    head = "\n" + text[:32768]
+    tail = "\n" + text[-8192:] if len(text) > 32768 else ""
+    if _found(_TEXT_SCANS["test"], head) or (tail and _found(_TEXT_SCANS["test"], tail)):
+        return "test"
+    if _found(_TEXT_SCANS["install"], head) or (tail and _found(_TEXT_SCANS["install"], tail)):
+        return "install"
+    if _found(_TEXT_SCANS["build"], head):
+        return "build"
+    if _TEXT_DIFF_RE.search(head[:4096]):
+        return "diff"
+    sample = head[:8192]
+    n = sample.count("\n")
+    if n >= 8:
+        stamps = len(_CLOCK_RE.findall(sample))
+        if max(stamps, len(_LEVEL_RE.findall(sample))) * 2 >= n:  # half the lines timestamped or levelled
+            return "log"
+        if len(_MATCH_LINE_RE.findall(sample)) * 5 >= n * 3:
+            return "search"
+    return "other"
+
+
+# ---------------------------------------------------------------- patterns per kind
+# Every pattern runs on "\n" + text. A pattern that starts with "\n" is anchored at a line start (a
+# literal first character lets the engine skip ahead); others are searched anywhere and widened to
+# their line. Group names: ``t<tier>`` or ``t<tier>n<k>`` (the k lines after the match's line join
+# the same tier) or ``t<tier>c<k>`` (the k lines after it join tier 2, as context).
+
+_PY_EXC = r"\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
+_PY_FRAME = r'\n\s+File "[^"\n]+", line \d+'
+_ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
+             r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
+
+# Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
+# line); when no runner is recognised, all of them are.
+_RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "pytest": (r"test session starts|::|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
+        ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
+        ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
+        ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
+        ("t1", r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
+        ("t2", r"\n>\s"),
+    ]),
+    "unittest": (r"\nRan \d+ test|\.\.\. (?:ok|FAIL|ERROR)\n|\n(?:FAIL|ERROR): ", [
+        ("t0", r"\nRan \d+ tests? in [^\n]*|\nOK(?: \([^\n]*\))?(?=\n|$)|\nFAILED(?: \([^\n]*\))?(?=\n|$)"),
+        ("t1", r"\nFAIL: |\nERROR: |\.\.\. (?:FAIL|ERROR|FAILED)(?=\n|$)"),
+    ]),
+    "cargo": (r"\ntest result: |\nrunning \d+ tests?|panicked at ", [
+        ("t0", r"\ntest result: |\nerror: test failed"),
+        ("t1n1", r"panicked at "),
+        ("t1", r"\nassertion [^\n]*failed|\n\s*left: |\n\s*right: |\ntest [^\n]* \.\.\. FAILED"),
+    ]),
+    "go": (r"\n=== RUN|\n--- FAIL|\n(?:ok|FAIL)\s+\S+\s+[\d.]+s|\npanic: ", [
+        ("t0", r"\nok\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]\n]*\])|\nFAIL\s+\S+\s+(?:[\d.]+s|\[[^\]\n]*\])|\nPASS(?=\n|$)"
+               r"|\nFAIL(?=\n|$)"),
+        ("t1", r"\n\s*--- FAIL: |\n\s+\S+_test\.go:\d+: |\npanic: "),
+    ]),
+    "js": (r"\nTAP version|\n# Subtest|\n(?:#|ℹ) tests \d+|\n\s*Tests?:\s+\d|\n\s*\d+ passing \(|\n\s*[●✕✖] ", [
+        ("t0", r"\n\s*Test(?:s|\sSuites|\sFiles):\s+|\n(?:#|ℹ) (?:tests|pass|fail|cancelled) \d+"
+               r"|\n\s*\d+ (?:passing|failing)\b"),
+        ("t1", r"\n\s*● |\n\s*✕ |\n\s*(?:Expected|Received)(?: \w+)?: |\n✖ |\n\s*not ok \d+"),
+        ("t1", r"\n\s+(?:error|location|expected|actual|name): |\n\s{4}Expected values"),
+        ("t2", r"\n\s+at [^\n]*:\d+:\d+\)?(?=\n)"),
+    ]),
+}
+_TEST_COMMON = [
+    ("t1", _PY_EXC),
+    ("t1", _PY_FRAME),
+    ("t1", r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |Traceback \(most recent call last\)"),
+]
+_TEST = [x for _marks, spec in _RUNNERS.values() for x in spec] + _TEST_COMMON
+_BUILD = [
+    ("t0", r"\nFound \d+ errors?|\n\d+ errors? generated|\nerror: could not compile|\nmake(?:\[\d+\])?: \*\*\* "
+           r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n\s*Finished |\n\d+ problems? \("),
+    ("t0", r"\nwarning: [^\n]* generated \d+ warnings?"),
+    ("t1c2", r":\d+(?::\d+)?: (?:fatal )?error: "),
+    ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n\s+\d+:\d+\s+error\s"),
+    ("t1n1", r"\nerror(?:\[E\d+\])?: "),
+    ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
+    ("t1", r"\n[^\s:]+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise
+    ("t2", r":\d+(?::\d+)?: note: "),
+    ("t1", r"\bfatal: |Traceback \(most recent call last\)|\bcommand not found|\bNo such file or directory"),
+    ("t1", _PY_EXC),
+]
+_INSTALL = [
+    ("t0", r"\nSuccessfully (?:installed|built|uninstalled) |\n(?:added|removed|changed|up to date)\b[^\n]*"
+           r"|vulnerabilit|\n(?:\d+ upgraded, \d+ newly installed)"),
+    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n\s*× |\nE: |\bfatal: |\bFailed to build\b"
+           r"|\bCould not find a version\b|\bNo matching distribution\b"),
+    ("t2", r"\n\s*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
+]
+_SEARCH = [
+    ("t0", r"\nOn branch |\nHEAD detached |\nYour branch |\nChanges (?:to be committed|not staged for commit):"
+           r"|\nUntracked files:|\nUnmerged paths:|\nnothing (?:added )?to commit|\nYou have unmerged"),
+    ("t1", r"\n\s+both (?:modified|added|deleted):|\n(?:grep|rg|find|ls|fd|tree|du|fatal|error): "),
+    ("t1", r"\bPermission denied\b|\bNo such file or directory\b"),
+]
+_DIFF = [
+    ("t0", r"\ndiff --git |\n(?:Binary files) "),
+    ("t2", r"\n@@ "),
+]
+_LOG = [
+    ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|\berror: |\bfatal: "
+             r"|\bpanic: |Traceback \(most recent call last\)|\bException\b"),
+    ("t1", _PY_EXC),
+    ("t1", _PY_FRAME),
+    ("t2", r"\b(?:WARN|WARNING)\b"),
+]
+_OTHER = [
+    ("t1c2", _ERRWORDS),
+    ("t1", _PY_EXC),
+    ("t1", _PY_FRAME),
+    ("t2", r"\bwarning: |\bWARNING\b"),
+]
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of ``pattern`` (split on ``|`` outside groups and classes)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "^":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+# Alternatives anchored at a line start (``\n...``) are joined in one regex ``\n(?:(?P<g0>...)|...)``: the
+# engine scans for "\n" once and tries the branches there (most fail on their first character).
+# Other alternatives get one regex each: one that starts with a literal is searched with the engine's
+# fast literal scan, where a big alternation tries every branch at every position (ten times slower).
+# A leading ``\b`` defeats that scan too, so it is dropped from the regex and checked on the match.
+# A pattern must use only non-capturing groups.
+
+
+_JOIN_ANCHORED = True  # see above; False gives one regex per anchored alternative (for measuring)
+
+
+class _Scan(msgspec.Struct, frozen=True):
+    rx: re.Pattern[str]
+    boundary: bool  # the match must start at a word boundary
+    info: dict[str | None, tuple[int, int, bool]]  # group name (None: whole match) -> tier, follow, as ctx
+
+
+def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
+    anchored: list[tuple[int, str, tuple[int, int, bool]]] = []
+    out: list[_Scan] = []
+    for order, (tag, pat) in enumerate(spec):
+        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?", tag)
+        assert m is not None, tag
+        info = (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
+        for alt in _alternatives(pat):
+            if _JOIN_ANCHORED and alt.startswith("\\n"):
+                anchored.append((info[0] * 1000 + order, alt[2:], info))
+                continue
+            boundary = alt.startswith("\\b")
+            out.append(_Scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
+    if anchored:
+        anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
+        names = {f"g{i}": info for i, (_o, _a, info) in enumerate(anchored)}
+        rx = re.compile("\\n(?:" + "|".join(f"(?P<g{i}>{alt})" for i, (_o, alt, _inf) in enumerate(anchored)) + ")")
+        out.insert(0, _Scan(rx, False, dict(names)))
+    return out
+
+
+def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, int, bool]]]:
+    info = scan.info
+    single = info.get(None)
+    for m in scan.rx.finditer(nb):
+        p = m.start()
+        if scan.boundary and p > 0 and (nb[p - 1].isalnum() or nb[p - 1] == "_"):
+            continue
+        yield m, single if single is not None else info[m.lastgroup]
+
+
+def _found(scans: list[_Scan], text: str) -> bool:
+    return any(next(_finditer(sc, text), None) is not None for sc in scans)
+
+
+_TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
+
+_RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)) for name, (marks, spec) in _RUNNERS.items()}
+
+
+def _test_scans(nb: str) -> list[_Scan]:
+    """The scans of the runners whose marks are in ``nb`` (all of them when none is)."""
+    found = [name for name, (marks, _sc) in _RUNNER_SCANS.items() if _found(marks, nb)]
+    if len(found) == 1:
+        return _RUNNER_SCANS[found[0]][1]
+    if not found:
+        return _PATTERNS["test"]
+    return _runner_mix(tuple(found))
+
+
+@functools.lru_cache(maxsize=32)
+def _runner_mix(names: tuple[str, ...]) -> list[_Scan]:
+    return _compile([x for name in names for x in _RUNNERS[name][1]] + _TEST_COMMON)
+
+
+_PATTERNS = {
+    "test": _compile(_TEST),
+    "build": _compile(_BUILD),
+    "install": _compile(_INSTALL),
+    "search": _compile(_SEARCH),
+    "diff": _compile(_DIFF),
+    "log": _compile(_LOG),
+    "other": _compile(_OTHER),
+}
+
+_WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: "), re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))
+_LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
+# one literal regex per level (a literal is searched fast; the alternation above tries every position)
+_LEVEL_RES = tuple((lv, re.compile(lv + r"\b")) for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR",
+                                                            "CRITICAL", "FATAL", "TRACE"))
+_GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*):\d+[:-]")
+_GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*):(?!\d)")
+_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)([^\n/]+)/?(?=\n)")
+_COMMIT_RE = re.compile(r"\ncommit [0-9a-f]{7,40}\b|\n[0-9a-f]{7,12} \S")
+_AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
+_STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
+_DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
+_PY_TEST_FAIL_RE = re.compile(
+    r"\nFAILED (\S+)|\n(?:FAIL|ERROR): (\S+)|\ntest (\S+) \.\.\. FAILED|\n\s*--- FAIL: (\S+)|\nnot ok \d+ - ([^\n]+)"
+    r"|\n\s*● ([^\n]+)"
+)
+
+
+# ---------------------------------------------------------------- helpers
+
+_WORDY_RE = re.compile(r"\w")
+
+
+# The CJK ranges of core.model's estimate: counted by one regex scan instead of a Python loop per character.
+_CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+def _estimate(text: str) -> int:
+    """:func:`~ctxlifed.core.model.estimate_tokens`, the same figure, fast on non-ASCII text."""
+    if not text:
+        return 0
+    if text.isascii():
+        return (len(text) + 3) // 4
+    cjk = len(_CJK_RE.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+def _tok(line: str) -> int:
+    return _estimate(line)
+
+
+def _fmt(n: int) -> str:
+    return f"{n:,}"
+
+
+def _top(counter: Counter[str], n: int) -> str:
+    items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k} {v}" for k, v in items[:n])
+    return shown + (f", … {len(items) - n} more" if len(items) > n else "")
+
+
+def _facts(kind: str, nb: str) -> list[str]:
+    """Counts that say what the whole output held (a few short phrases)."""
+    out: list[str] = []
+    if kind == "test":
+        fails: list[str] = []
+        for m in _PY_TEST_FAIL_RE.finditer(nb):
+            name = next(g for g in m.groups() if g)
+            if name not in fails:
+                fails.append(name)
+        if fails:
+            out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
+    elif kind == "build":
+        warns: Counter[str] = Counter()
+        gcc = _WARN_RES[0]
+        for rx in _WARN_RES:
+            for m in rx.finditer(nb):
+                flag = "warning"
+                if rx is gcc:  # gcc/clang name the flag at the end of the line: [-Wunused-variable]
+                    end = nb.find("\n", m.end())
+                    seg = nb[m.end(): end if end >= 0 else len(nb)]
+                    k = seg.rfind(" [-W")
+                    if k >= 0 and seg.endswith("]"):
+                        flag = seg[k + 1:]
+                warns[flag] += 1
+        if warns:
+            out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
+    elif kind == "install":
+        sat = nb.count("\nRequirement already satisfied: ")
+        col = nb.count("\nCollecting ")
+        if col or sat:
+            out.append(f"collected {col}, already satisfied {sat}")
+    elif kind == "log":
+        levels = Counter({lv: n for lv, rx in _LEVEL_RES
+                          if (n := sum(1 for m in rx.finditer(nb) if not nb[m.start() - 1].isalnum()))})
+        if levels:
+            out.append("levels: " + _top(levels, 8))
+    elif kind == "diff":
+        starts = [m.start() for m in _DIFF_FILE_RE.finditer(nb)]
+        if starts:
+            stat: list[str] = []
+            adds = dels = 0
+            for j, a in enumerate(starts):
+                seg = nb[a: starts[j + 1] if j + 1 < len(starts) else len(nb)]
+                name = _DIFF_FILE_RE.match(seg)
+                plus = seg.count("\n+") - seg.count("\n+++ ")
+                minus = seg.count("\n-") - seg.count("\n--- ")
+                adds += plus
+                dels += minus
+                stat.append(f"{name.group(1) if name else '?'} +{plus} -{minus}")
+            more = f", … {len(stat) - 12} more" if len(stat) > 12 else ""
+            out.append(f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more)
+    elif kind == "search":
+        commits = len(_COMMIT_RE.findall(nb))
+        if commits >= 2:
+            authors = Counter(_AUTHOR_RE.findall(nb))
+            out.append(f"{commits} commits" + (f"; authors: {_top(authors, 4)}" if authors else ""))
+            return out
+        files = Counter(_GREP_FILE_RE.findall(nb))
+        if sum(files.values()) >= 3:
+            out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
+            return out
+        items = Counter(s.strip() or "untracked/other" for s in _STATUS_ITEM_RE.findall(nb))
+        if items:
+            out.append("status entries: " + _top(items, 6))
+            return out
+        dirs = Counter(m.group(1) for m in _PATH_LINE_RE.finditer(nb))
+        if sum(dirs.values()) >= 3:
+            out.append(f"{sum(dirs.values())} paths in {len(dirs)} directories; most: {_top(dirs, 6)}")
+            return out
+        nol = Counter(_GREP_FILE_NOLINE_RE.findall(nb))
+        if sum(nol.values()) >= 3 and len(nol) * 2 <= sum(nol.values()):
+            out.append(f"{sum(nol.values())} matches in {len(nol)} files; most: {_top(nol, 6)}")
+    return out
+
+
+def _cut_line(line: str) -> tuple[str, bool]:
+    if len(line) <= MAX_LINE_CHARS:
+        return line, False
+    return f"{line[:MAX_LINE_CHARS]}… [+{len(line) - MAX_LINE_CHARS} chars]", True
+
+
+def _scan_window(text: str) -> tuple[str, int, int]:
+    """(text scanned, index in it where the tail half starts or -1, lines skipped between the halves)."""
+    if len(text) <= MAX_SCAN:
+        return text, -1, 0
+    half = MAX_SCAN // 2
+    h_end = text.rfind("\n", 0, half) + 1 or half
+    t_start = text.find("\n", len(text) - half) + 1 or len(text) - half
+    skipped = text.count("\n", h_end, t_start)
+    return text[:h_end] + text[t_start:], h_end, skipped
+
+
+# ---------------------------------------------------------------- the digest
+
+def digest(
+    text: str,
+    *,
+    command: str | None = None,
+    kind: OutputKind | None = None,
+    archive_id: int,
+    full_path: str | None = None,
+    ctl: str = "ctxlifectl",
+    budget_tokens: int = 600,
+    max_tokens: int = 2000,
+    original_tokens: int | None = None,
+) -> Digest:
+    """A deterministic extractive digest of ``text`` (see the module rules).
+
+    ``archive_id`` is the L2 id of the full original (``<ctl> recall --id <archive_id>``); ``full_path`` a
+    file holding the original that the model can ``Read`` with offset/limit (line numbers as shown);
+    ``budget_tokens`` bounds the context/head/tail lines, ``max_tokens`` the must-keep lines;
+    ``original_tokens`` may be passed when the caller already measured the original.
+    """
+    k: OutputKind = kind if kind in KINDS else output_kind(text, command)  # type: ignore[assignment]
+    scanned, tail_at, skipped = _scan_window(text)
+    lines = scanned.split("\n")
+    if lines and lines[-1] == "" and len(lines) > 1:
+        lines.pop()  # a final newline ends the last line; it does not start another one
+    n = len(lines)
+    total_lines = n + skipped
+    nb = "\n" + scanned
+    # start offset in nb of line i's "\n" marker: cum[i] + i
+    starts = list(map(add, accumulate(map(len, lines), initial=0), range(n + 1)))[:n]
+    tail_line = bisect_right(starts, tail_at) - 1 if tail_at >= 0 else n
+
+    def number(i: int) -> int:  # 1-based line number in the original
+        return i + 1 + (skipped if i >= tail_line else 0)
+
+    tier: dict[int, int] = {}
+
+    def mark(i: int, t: int) -> None:
+        if 0 <= i < n and (i not in tier or tier[i] > t) and lines[i].strip():
+            tier[i] = t
+
+    for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
+        for m, (t, follow, as_ctx) in _finditer(scan, nb):
+            i = bisect_right(starts, m.start()) - 1
+            mark(i, t)
+            for j in range(i + 1, i + 1 + follow):
+                mark(j, 2 if as_ctx else t)
+            if k == "log" and t == 1 and i > 0:
+                mark(i - 1, 2)
+    last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
+    if last is not None:
+        mark(last, 0)
+    head_n = HEAD_LINES.get(k, 5)
+    for i in (*range(min(n, head_n)), *range(max(0, n - TAIL_LINES), n)):
+        if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
+            mark(i, 3)
+
+    orig_tokens = original_tokens if original_tokens is not None else _estimate(text)
+    must = sorted(i for i, t in tier.items() if t <= 1)
+    shown: set[int] = set()
+    used = 0
+    omitted = 0
+    for t in (0, 1):
+        for i in (x for x in must if tier[x] == t):
+            cost = _tok(lines[i]) + 1
+            if t == 1 and used + cost > max_tokens:
+                omitted += 1
+                continue
+            shown.add(i)
+            used += cost
+    floor = MIN_CONTEXT_TOKENS if used < MIN_CONTEXT_TOKENS else 0
+    room = min(budget_tokens, max(floor, int(orig_tokens * CONTEXT_SHARE) - used))
+    ctx_used = 0
+    cut_any = False
+    rendered: dict[int, str] = {}
+    for t in (2, 3):
+        cands = sorted(i for i, tt in tier.items() if tt == t)
+        if t == 3:  # head before tail, nearest the ends first
+            cands.sort(key=lambda i: (i >= head_n, -i if i >= head_n else i))
+        for i in cands:
+            line, was_cut = _cut_line(lines[i])
+            cost = _tok(line) + 1
+            if ctx_used + cost > room:
+                continue
+            ctx_used += cost
+            shown.add(i)
+            if was_cut:
+                rendered[i] = line
+                cut_any = True
+
+    body: list[str] = []
+    prev = -2
+    run_start = -1
+    order = sorted(shown)
+    runs: list[tuple[int, int]] = []
+    for i in order:
+        if i != prev + 1 or (i == tail_line and tail_at >= 0):
+            if run_start >= 0:
+                runs.append((run_start, prev))
+            run_start = i
+        prev = i
+    if run_start >= 0:
+        runs.append((run_start, prev))
+    for a, b in runs:
+        la, lb = number(a), number(b)
+        body.append(f"[L{la}]" if la == lb else f"[L{la}-{lb}]")
+        if rendered:
+            body.extend(rendered.get(i, lines[i]) for i in range(a, b + 1))
+        else:
+            body.extend(lines[a: b + 1])
+
+    label = _KIND_LABEL[k]
+    what = _what_kept(k, len(must) - omitted, len(shown))
+    head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
+            " [Ln-m] = line numbers in the original]")
+    facts = _facts(k, nb)
+    extra: list[str] = []
+    if facts:
+        extra.append("[" + "; ".join(facts) + "]")
+    if omitted:
+        extra.append(f"[{omitted} more error/failure lines not shown (too many): see the full output]")
+    if skipped:
+        extra.append(f"[only the first and last {_fmt(MAX_SCAN // 2)} characters were scanned]")
+    if cut_any:
+        extra.append(f"[context lines over {MAX_LINE_CHARS} characters are cut: … [+N chars]]")
+    foot = f"[full output: {ctl} recall --id {int(archive_id)}"
+    if full_path:
+        foot += f"; or Read {full_path} with offset=<line> and limit=<lines>"
+    foot += "]"
+    out = "\n".join([head, *extra, *body, foot])
+    return Digest(
+        kind=k,
+        text=out,
+        original_lines=total_lines,
+        original_tokens=orig_tokens,
+        tokens=_estimate(out),
+        kept_lines=len(shown),
+        must_lines=len(must),
+        must_omitted=omitted,
+    )
+
+
+def _what_kept(kind: str, must: int, shown: int) -> str:
+    what = {
+        "test": "summary, failing tests with their assertions and errors",
+        "build": "totals, every error with its file:line",
+        "install": "final state and errors",
+        "search": "first matches, errors",
+        "diff": "files changed and hunk headers",
+        "log": "error lines with context",
+        "other": "error-looking lines",
+    }[kind]
+    return f"{_fmt(shown)} lines kept verbatim ({what}, head, tail)"
+
+
+def kept_verbatim(original: Iterable[str], digest_text: str) -> list[str]:
+    """The lines of ``original`` that appear whole, as lines, in ``digest_text`` (for checks and benches)."""
+    have = set(digest_text.split("\n"))
+    return [line for line in original if line in have]
