@@ -21,7 +21,8 @@ Rules:
   it was measured; human lines say "estimated" / "est.".
 - Findings are ``warn`` (costs tokens every turn or loses content at a compaction: worth a fix) or
   ``info`` (what is resident and what a compaction re-attaches or drops). Each warn names its fix.
-- Order is deterministic: findings sorted by level (warn first), then code order, then subject.
+- Order is deterministic: findings sorted by level (warn first), then :data:`CODES` order; within a
+  code, skills by (scope, name), instructions as given, MCP servers by tokens (largest first).
 - Bounded: at most :data:`MAX_FINDINGS` findings; texts are read only up to what a caller passed.
 - :func:`compact_instructions` builds a ``# Compact instructions`` section from the project's phase,
   decisions, failing tests and active files; :func:`with_compact_instructions` returns a CLAUDE.md
@@ -447,7 +448,7 @@ def check(*, skills: list[Skill] = (), instructions: list[Instruction] = (),  # 
     found += f
     found += _changed_findings(list(loaded))
     order = {c: i for i, c in enumerate(CODES)}
-    found.sort(key=lambda x: (x.level != "warn", order.get(x.code, len(order)), x.subject))
+    found.sort(key=lambda x: (x.level != "warn", order.get(x.code, len(order))))  # stable: input order within a code
     return Report(findings=tuple(found[:MAX_FINDINGS]), listing_tokens=listing, instruction_tokens=instr_total,
                   mcp_tokens=mcp_total, skills=len(skills), truncated=max(0, len(found) - MAX_FINDINGS))
 
