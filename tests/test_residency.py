@@ -294,7 +294,8 @@ def test_doctor_context_prints_the_findings(tree: tuple[Path, Path]) -> None:
     home, proj = tree
     r = _ctl("doctor", "--context", home=home, cwd=proj)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0].startswith("resident every turn (estimated)")
+    first, second = r.stdout.splitlines()[:2]
+    assert first == f"project {proj}" and second.startswith("resident every turn (estimated)")
     assert "skill deploy-prod (user)" in r.stdout and "disable-model-invocation: true" in r.stdout
     j = _ctl("doctor", "--context", "--json", home=home, cwd=proj)
     data = json.loads(j.stdout)

@@ -172,7 +172,9 @@ def last_request_tools(transcript: str) -> list[Any] | None:
 def read_inputs(project: str, *, home: str | None = None, env: dict[str, str] | None = None,
                 transcript: str | None = None) -> dict[str, Any]:
     """Keyword arguments for :func:`ctxlifed.core.residency.check` (skills, instructions, mcp) read
-    from disk for ``project`` (absolute) and the user's Claude Code configuration."""
+    from disk for ``project`` (absolute) and the user's Claude Code configuration. ``transcript``:
+    where to read the last request's tool definitions (None: the project's newest transcript; "":
+    none)."""
     home = home or os.path.expanduser("~")
     config = claude_config_dir(home, env)
     project = os.path.abspath(project)
@@ -191,7 +193,7 @@ def read_inputs(project: str, *, home: str | None = None, env: dict[str, str] | 
     _rules(os.path.join(config, "rules"), rules)
     _rules(os.path.join(project, ".claude", "rules"), rules)
     mcp = _mcp(home if env is None or not env.get("CLAUDE_CONFIG_DIR") else config, project)
-    tpath = transcript or _newest_transcript(config, project)
+    tpath = _newest_transcript(config, project) if transcript is None else transcript
     tools = last_request_tools(tpath) if tpath else None
     if tools is not None:
         by_server = R.mcp_tools_from_shape(tools)
