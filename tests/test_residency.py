@@ -119,6 +119,12 @@ def test_side_effects_want_disable_model_invocation_and_report_the_listing_savin
     [f] = _by(rep, "skill_side_effects")
     assert "disable-model-invocation: true" in f.fix
     assert f.tokens == estimate_tokens("- deploy: Deploy the service to production") == rep.listing_tokens
+    for harmless in ("Formats release notes from the changelog", "Explains the database migration guide",
+                     "Reads the notification settings page"):
+        assert not _by(R.check(skills=[_skill("h", f"description: {harmless}")]), "skill_side_effects"), harmless
+    for risky in ("Commit the staged changes with a message", "Send a message to the team", "Run the migrations",
+                  "Cut a release and tag it", "部署到生产环境"):
+        assert _by(R.check(skills=[_skill("r", f"description: {risky}")]), "skill_side_effects"), risky
     done = R.check(skills=[_skill("deploy", "description: Deploy it\ndisable-model-invocation: true")])
     assert not _by(done, "skill_side_effects") and done.listing_tokens == 0
 
@@ -131,6 +137,10 @@ def test_read_only_sweep_wants_context_fork_but_not_when_it_writes_or_forks() ->
     assert not _by(R.check(skills=[_skill("a", "description: Audit all files\ncontext: fork")]),
                    "skill_should_fork")
     assert not _by(R.check(skills=[_skill("a", "description: Format a date")]), "skill_should_fork")
+    # a weak word ("review") alone flags only a skill whose declared tools are all read-only
+    assert not _by(R.check(skills=[_skill("a", "description: Review the open PR")]), "skill_should_fork")
+    assert _by(R.check(skills=[_skill("a", "description: Review the open PR\nallowed-tools: Read, Grep")]),
+               "skill_should_fork")
 
 
 # -- instructions ---------------------------------------------------------------------------------

@@ -231,16 +231,21 @@ def _tools(meta: dict[str, object]) -> list[str]:
 _READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "NotebookRead", "ToolSearch"})
 _WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 _READ_ONLY_BASH = re.compile(r"^Bash\((?:git (?:log|show|diff|status|grep|blame)|grep|rg|find|ls|cat|head|tail|wc|tree)\b")
-_SWEEP = re.compile(
-    r"\b(?:research|investigat\w*|explor\w*|survey\w*|audit\w*|sweep\w*|scan\w*|crawl\w*|analy[sz]\w*|"
-    r"inventor\w*|review\w* (?:the |all |every )|find (?:all|every)|across the (?:code ?base|repo\w*)|"
-    r"every file|all files|whole (?:code ?base|repo\w*))\b|调研|搜索|扫描|审查|排查",
+# A sweep: many reads for one answer. Strong words flag a skill on their own (when it writes nothing);
+# the weak ones only when its allowed-tools are declared and all read-only.
+_SWEEP_STRONG = re.compile(
+    r"\b(?:research\w*|investigat\w*|explor\w*|audit\w*|sweep\w*|crawl\w*|find (?:all|every)|"
+    r"across the (?:code ?base|repo\w*)|every file|all files|whole (?:code ?base|repo\w*))\b|调研|扫描|排查",
     re.IGNORECASE)
+_SWEEP_WEAK = re.compile(r"\b(?:survey\w*|scan\w*|analy[sz]\w*|inventor\w*|review\w*|search\w*)\b|搜索|审查",
+                         re.IGNORECASE)
 _SIDE_EFFECT = re.compile(
-    r"\b(?:deploy\w*|releas\w*|publish\w*|git push|push(?:es)? to|git commit|commit(?:s)? (?:the|all|changes)|"
-    r"send\w* (?:a |an |the )?(?:message|mail|email|notification)|post\w* to|notif\w*|slack|e-?mail|"
-    r"migrat\w*|drop (?:table|database)|rm -rf|kubectl (?:apply|delete)|terraform (?:apply|destroy)|"
-    r"gh (?:pr|release) (?:create|merge)|npm publish|twine upload)\b|部署|发布|推送|发送|提交",
+    r"\b(?:deploy\w*|publish\w*|git push|push(?:es|ing)? to|git commit|commit(?:s|ting)? (?:the|all|staged|changes)|"
+    r"send\w* (?:a |an |the )?(?:message|mail|email|e-mail|notification)s?|post\w* (?:a message )?to (?:slack|teams|"
+    r"discord|the channel)|notify\w*|run (?:the )?migrations?|migrate (?:the )?(?:db|database|schema)|"
+    r"drop (?:table|database)|rm -rf|kubectl (?:apply|delete)|terraform (?:apply|destroy)|"
+    r"gh (?:pr|release) (?:create|merge)|npm publish|twine upload|(?:cut|create|tag) (?:a |the )?release)\b"
+    r"|部署|发布|推送|发送|提交",
     re.IGNORECASE)
 
 
@@ -285,7 +290,7 @@ def _skill_findings(sk: Skill) -> tuple[list[Finding], int]:
             + "; zero resident cost)"))
     read_only = not (set(t.split("(")[0] for t in tools) & _WRITE_TOOLS) and all(
         t in _READ_ONLY_TOOLS or _READ_ONLY_BASH.match(t) for t in tools)
-    sweep = _SWEEP.search(text_for_intent)
+    sweep = _SWEEP_STRONG.search(text_for_intent) or (_SWEEP_WEAK.search(text_for_intent) if tools else None)
     if not forked and not side and read_only and sweep:
         out.append(Finding(
             "skill_should_fork", "warn", subject, sk.path, body_tokens,
