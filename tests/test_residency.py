@@ -281,6 +281,27 @@ def test_mcp_tool_tokens_from_the_newest_transcript(tree: tuple[Path, Path]) -> 
     assert next(f for f in rep.findings if f.subject == "MCP browser (user)").message.startswith("configured;")
 
 
+REAL = Path(__file__).parent / "fixtures" / "claude-code" / "residency"
+
+
+@pytest.mark.parametrize(("fixture", "expect"), [
+    # Claude Code 2.1.328 with a 3-tool stdio MCP server "inventory" (.mcp.json), ENABLE_TOOL_SEARCH=false:
+    # the definitions are in the request's tool list
+    ("mcp-loaded.jsonl", "3 tool definitions, 987 tokens (estimated) in the System zone; largest: t2 479"),
+    # the same with tool search on (the default): only the names are listed (deferred_tools_delta)
+    ("mcp-deferred.jsonl", "3 tools deferred behind tool search: only their names are resident"),
+])
+def test_mcp_from_real_transcripts(tmp_path: Path, fixture: str, expect: str) -> None:
+    proj = tmp_path / "project"
+    _w(proj / ".mcp.json", json.dumps({"mcpServers": {"inventory": {"command": "python3"}, "idle": {"command": "x"}}}))
+    rep = RF.gather(str(proj), home=str(tmp_path / "home"), env={}, transcript=str(REAL / fixture))
+    inv = next(f for f in rep.findings if f.subject == "MCP inventory (project)")
+    assert inv.message.startswith(expect), inv.message
+    idle = next(f for f in rep.findings if f.subject == "MCP idle (project)")
+    assert idle.message.startswith("configured;")
+    assert rep.mcp_tokens == (987 if fixture == "mcp-loaded.jsonl" else None)
+
+
 def test_reader_survives_broken_files(tmp_path: Path) -> None:
     home, proj = tmp_path / "h", tmp_path / "p"
     _w(home / ".claude.json", "{not json")

@@ -11,7 +11,9 @@ Design 13.3 (context lifecycle) as advice, checked against file contents the cal
 - CLAUDE.md (user, project, local) and rules without ``paths:`` are resident every turn and re-read
   from disk after a compaction; rules with ``paths:`` are lost at a compaction until a matching file
   is read again.
-- MCP servers: their tool definitions sit in the System zone; itemized per server when measured.
+- MCP servers: their tool definitions sit in the System zone; itemized per server when measured (a
+  request's tool list); with tool search (Claude Code's default) only their names are listed
+  (``deferred_tools_delta``) until Claude searches for a tool.
 - CLAUDE.md or a rule changed after it was loaded applies only after ``/clear`` or ``/compact``.
 
 Rules:
@@ -49,6 +51,7 @@ __all__ = [
     "Skill",
     "check",
     "compact_instructions",
+    "mcp_server_of",
     "mcp_tools_from_shape",
     "note_text",
     "parse_frontmatter",
@@ -99,6 +102,7 @@ class McpServer:
     scope: str  # user | project | local | plugin:<name>
     source: str  # the config file that declares it
     tools: tuple[tuple[str, int], ...] | None = None  # (tool name, estimated tokens) when seen in a request
+    deferred: tuple[str, ...] = ()  # its tool names listed behind tool search (definitions not loaded)
 
 
 @dataclass(frozen=True)
@@ -355,7 +359,7 @@ def _instruction_findings(instructions: list[Instruction]) -> tuple[list[Finding
 
 # -- MCP -----------------------------------------------------------------------------------------
 
-def _mcp_server_of(tool: str) -> str | None:
+def mcp_server_of(tool: str) -> str | None:
     """``mcp__<server>__<tool>`` -> server (``mcp__plugin_<p>_<s>__t`` -> ``plugin_<p>_<s>``)."""
     if not tool.startswith("mcp__"):
         return None
@@ -379,7 +383,7 @@ def mcp_tools_from_shape(tools: object) -> dict[str, list[tuple[str, int]]]:
         name = t.get("name")
         if not isinstance(name, str):
             continue
-        server = _mcp_server_of(name)
+        server = mcp_server_of(name)
         if server is None:
             continue
         out.setdefault(server, []).append(
@@ -393,6 +397,13 @@ def _mcp_findings(servers: list[McpServer], system_tokens: int | None,
     measured = [s for s in servers if s.tools is not None]
     total = sum(t for s in measured for _, t in (s.tools or ())) if measured else None
     for s in sorted(servers, key=lambda s: (-(sum(t for _, t in s.tools) if s.tools else -1), s.name)):
+        if s.tools is None and s.deferred:
+            names = estimate_tokens("\n".join(s.deferred))
+            out.append(Finding("mcp_server", "info", f"MCP {s.name} ({s.scope})", s.source, names,
+                               f"{len(s.deferred)} tools deferred behind tool search: only their names are resident"
+                               f" ({fmt_tokens(names)} tokens, estimated); a definition loads when Claude searches for"
+                               " it and then stays until /clear or /compact"))
+            continue
         if s.tools is None:
             out.append(Finding("mcp_server", "info", f"MCP {s.name} ({s.scope})", s.source, 0,
                                "configured; its tool definitions were not seen in this project's last request"

@@ -11,7 +11,9 @@ Where they live (spec §§3.1, 4.3, 6; Claude Code 2.1.328):
 - MCP servers: ``mcpServers`` of ``~/.claude.json`` (user) and of its ``projects[<project>]`` entry
   (local), ``<project>/.mcp.json`` (project);
 - MCP tool definitions as sent: the last ``api-request-shape`` record of the project's newest
-  transcript (``<config>/projects/<encoded project>/*.jsonl``), or of the transcript passed in.
+  transcript (``<config>/projects/<encoded project>/*.jsonl``), or of the transcript passed in; its
+  ``deferred_tools_delta`` attachments name the tools held behind tool search (2.1.328's default:
+  an MCP tool's definition is sent only after Claude searched for it).
 ``<config>`` is ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``.
 
 Rules:
@@ -146,15 +148,42 @@ def _newest_transcript(config: str, project: str) -> str | None:
     return best[1] if best else None
 
 
-def last_request_tools(transcript: str) -> list[Any] | None:
-    """``shape.tools`` of the last ``api-request-shape`` record in the transcript's tail, or None."""
+def _tail(transcript: str) -> bytes:
     try:
         with open(transcript, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - MAX_TAIL_BYTES))
-            tail = f.read(MAX_TAIL_BYTES)
+            return f.read(MAX_TAIL_BYTES)
     except OSError:
-        return None
+        return b""
+
+
+def deferred_tool_names(transcript: str) -> list[str]:
+    """Tool names listed behind tool search (``deferred_tools_delta`` attachments: added minus
+    removed, in order) in the transcript's tail."""
+    names: dict[str, None] = {}
+    for line in _tail(transcript).split(b"\n"):
+        if b"deferred_tools_delta" not in line:
+            continue
+        try:
+            rec = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            continue
+        att = rec.get("attachment") if isinstance(rec, dict) else None
+        if not isinstance(att, dict) or att.get("type") != "deferred_tools_delta":
+            continue
+        for n in att.get("addedNames") or []:
+            if isinstance(n, str):
+                names[n] = None
+        for n in att.get("removedNames") or []:
+            if isinstance(n, str):
+                names.pop(n, None)
+    return list(names)
+
+
+def last_request_tools(transcript: str) -> list[Any] | None:
+    """``shape.tools`` of the last ``api-request-shape`` record in the transcript's tail, or None."""
+    tail = _tail(transcript)
     for line in reversed(tail.split(b"\n")):
         if b'"api-request-shape"' not in line:
             continue
@@ -194,16 +223,33 @@ def read_inputs(project: str, *, home: str | None = None, env: dict[str, str] | 
     _rules(os.path.join(project, ".claude", "rules"), rules)
     mcp = _mcp(home if env is None or not env.get("CLAUDE_CONFIG_DIR") else config, project)
     tpath = _newest_transcript(config, project) if transcript is None else transcript
-    tools = last_request_tools(tpath) if tpath else None
-    if tools is not None:
-        by_server = R.mcp_tools_from_shape(tools)
-        known = {s.name for s in mcp}
-        mcp = [R.McpServer(name=s.name, scope=s.scope, source=s.source, tools=tuple(by_server[s.name]) if s.name in by_server else None)
-               for s in mcp]
-        # servers seen in the request but configured elsewhere (plugins, managed): listed too
-        mcp += [R.McpServer(name=n, scope="plugin" if n.startswith("plugin_") else "other", source=tpath or "",
-                            tools=tuple(t)) for n, t in sorted(by_server.items()) if n not in known]
-    return {"skills": skills, "instructions": instructions + rules, "mcp": mcp}
+    return {"skills": skills, "instructions": instructions + rules, "mcp": _with_tools(mcp, tpath)}
+
+
+def _with_tools(mcp: list[R.McpServer], tpath: str | None) -> list[R.McpServer]:
+    """The configured servers with what the transcript's last request shows of their tools; servers
+    seen there but configured elsewhere (plugins, managed, ``--mcp-config``) are added."""
+    if not tpath:
+        return mcp
+    tools = last_request_tools(tpath)
+    by_server = R.mcp_tools_from_shape(tools) if tools is not None else {}
+    deferred: dict[str, list[str]] = {}
+    for n in deferred_tool_names(tpath):
+        server = R.mcp_server_of(n)
+        if server is not None and server not in by_server:
+            deferred.setdefault(server, []).append(n)
+
+    def seen(name: str) -> tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]:
+        return (tuple(by_server[name]) if name in by_server else None), tuple(deferred.get(name, ()))
+
+    out = [R.McpServer(name=s.name, scope=s.scope, source=s.source, tools=seen(s.name)[0], deferred=seen(s.name)[1])
+           for s in mcp]
+    known = {s.name for s in mcp}
+    for name in sorted(set(by_server) | set(deferred)):
+        if name not in known:
+            out.append(R.McpServer(name=name, scope="plugin" if name.startswith("plugin_") else "other", source=tpath,
+                                   tools=seen(name)[0], deferred=seen(name)[1]))
+    return out
 
 
 def gather(project: str, **kw: Any) -> R.Report:
