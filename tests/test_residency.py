@@ -53,6 +53,7 @@ def tree(tmp_path: Path) -> tuple[Path, Path]:
     _w(proj / ".git" / "HEAD", "ref: refs/heads/main\n")
     _w(proj / "CLAUDE.md", "# Shop\n\n" + "".join(f"- rule {i}: keep the cart total in cents\n" for i in range(260)))
     _w(proj / "CLAUDE.local.md", "My sandbox DB is on port 5433.\n")
+    _w(Path(RF.transcript_dir(str(cfg), str(proj))) / "memory" / "MEMORY.md", "- [Cart](cart.md) — totals in cents\n")
     _w(proj / ".claude" / "skills" / "ledger-rules" / "SKILL.md",
        f"---\nname: ledger-rules\ndescription: Payment ledger invariants\n---\n{BIG_BODY}\n")
     _w(proj / ".claude" / "skills" / "explore-api" / "SKILL.md",
@@ -239,7 +240,7 @@ def test_reader_finds_every_kind_of_file(tree: tuple[Path, Path]) -> None:
                      ("plugin:audit-kit", "dep-audit")}  # the disabled plugin is not read
     kinds = sorted((Path(i.path).name, i.kind) for i in inp["instructions"])
     assert kinds == [("CLAUDE.local.md", "local"), ("CLAUDE.md", "project"), ("CLAUDE.md", "user"),
-                     ("api-conventions.md", "rule"), ("style.md", "rule")]
+                     ("MEMORY.md", "memory"), ("api-conventions.md", "rule"), ("style.md", "rule")]
     assert sorted((m.name, m.scope) for m in inp["mcp"]) == [("browser", "user"), ("github", "project"),
                                                               ("jira", "local"), ("pg", "project")]
 

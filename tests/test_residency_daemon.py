@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,30 @@ def test_cli_status_shows_the_residency_block(daemon: Any) -> None:
     assert r.returncode == 0, r.stderr
     assert "residency  resident every turn (estimated)" in r.stdout
     assert "skill deploy-prod (user)" in r.stdout and "doctor --context" in r.stdout
+
+
+def test_reloaded_instructions_are_current_again(daemon: Any) -> None:
+    """After /compact Claude Code re-reads CLAUDE.md (InstructionsLoaded load_reason compact): an edit
+    before that reload is in the session now, so only the file not reloaded is named."""
+    s = Sess(daemon)
+    _tree(s)
+    md = s.project / "CLAUDE.md"
+    rule = _w(s.project / ".claude" / "rules" / "style.md", "Tabs.\n")
+    s.hook("SessionStart", source="startup")
+    for f in (md, rule):
+        s.hook("InstructionsLoaded", file_path=str(f), memory_type="Project", load_reason="session_start")
+    edited = time.time()  # after both loads were answered
+    for f in (md, rule):
+        os.utime(f, (edited, edited))
+    s.hook("InstructionsLoaded", file_path=str(md), memory_type="Project", load_reason="compact")
+    msg = s.stop().get("systemMessage", "")
+    assert str(rule) in msg and str(md) not in msg
+
+
+def test_note_can_be_turned_off(daemon_factory: Any) -> None:
+    d = daemon_factory(CTXLIFED_RESIDENCY_NOTE="0").start()
+    s = Sess(d)
+    _tree(s)
+    assert "systemMessage" not in s.hook("SessionStart", source="startup")
+    v = d.call("status", {"session": SID, "residency": True})["sessions"][0]
+    assert v["residency"]["warnings"] == 1  # status still shows it

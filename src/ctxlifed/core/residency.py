@@ -8,8 +8,8 @@ Design 13.3 (context lifecycle) as advice, checked against file contents the cal
   :data:`~ctxlifed.core.survival.SKILL_MAX_TOKENS` = 5,000 tokens (the rest is lost).
 - ``context: fork`` for large read-only sweeps (only the result enters the main context);
   ``disable-model-invocation: true`` for skills with side effects (user-only, zero resident cost).
-- CLAUDE.md (user, project, local) and rules without ``paths:`` are resident every turn and re-read
-  from disk after a compaction; rules with ``paths:`` are lost at a compaction until a matching file
+- CLAUDE.md (user, project, local), auto memory (``MEMORY.md``) and rules without ``paths:`` are
+  resident every turn and re-read from disk after a compaction; rules with ``paths:`` are lost at a compaction until a matching file
   is read again.
 - MCP servers: their tool definitions sit in the System zone; itemized per server when measured (a
   request's tool list); with tool search (Claude Code's default) only their names are listed
@@ -92,7 +92,7 @@ class Skill:
 @dataclass(frozen=True)
 class Instruction:
     path: str
-    kind: str  # user | project | local | rule
+    kind: str  # user | project | local | memory (auto memory MEMORY.md) | rule
     text: str
 
 
@@ -334,7 +334,7 @@ def _instruction_findings(instructions: list[Instruction]) -> tuple[list[Finding
                 continue
         resident.append((ins, t))
         lines = ins.text.count("\n") + (1 if ins.text and not ins.text.endswith("\n") else 0)
-        if ins.kind != "rule" and lines > INSTRUCTION_FILE_WARN_LINES:
+        if ins.kind in ("user", "project", "local") and lines > INSTRUCTION_FILE_WARN_LINES:
             out.append(Finding(
                 "instructions_size", "warn", f"{ins.kind} CLAUDE.md", ins.path, t,
                 f"{lines:,} lines, {fmt_tokens(t)} tokens (estimated), billed every turn and re-read after every"

@@ -6,7 +6,8 @@ Where they live (spec §§3.1, 4.3, 6; Claude Code 2.1.328):
   settings (``<config>/plugins/cache/<marketplace>/<plugin>/<version>/skills/<name>/SKILL.md``, newest
   version folder);
 - instructions: ``<config>/CLAUDE.md`` (user), ``<project>/CLAUDE.md`` and ``<project>/.claude/CLAUDE.md``
-  (project), ``<project>/CLAUDE.local.md`` (local), ``<config>/rules/**/*.md`` and
+  (project), ``<project>/CLAUDE.local.md`` (local), auto memory
+  ``<config>/projects/<encoded project>/memory/MEMORY.md``, ``<config>/rules/**/*.md`` and
   ``<project>/.claude/rules/**/*.md`` (rules; ``paths:`` in their frontmatter scopes them);
 - MCP servers: ``mcpServers`` of ``~/.claude.json`` (user) and of its ``projects[<project>]`` entry
   (local), ``<project>/.mcp.json`` (project);
@@ -214,7 +215,8 @@ def read_inputs(project: str, *, home: str | None = None, env: dict[str, str] | 
     instructions: list[R.Instruction] = []
     for path, kind in ((os.path.join(config, "CLAUDE.md"), "user"), (os.path.join(project, "CLAUDE.md"), "project"),
                        (os.path.join(project, ".claude", "CLAUDE.md"), "project"),
-                       (os.path.join(project, "CLAUDE.local.md"), "local")):
+                       (os.path.join(project, "CLAUDE.local.md"), "local"),
+                       (os.path.join(transcript_dir(config, project), "memory", "MEMORY.md"), "memory")):
         text = _read(path)
         if text is not None:
             instructions.append(R.Instruction(path=path, kind=kind, text=text))
