@@ -333,3 +333,18 @@ def test_doctor_context_prints_the_findings(tree: tuple[Path, Path]) -> None:
     data = json.loads(j.stdout)
     assert {f["code"] for f in data["findings"]} >= {"skill_side_effects", "path_rule_dropped", "mcp_server"}
     assert data["listing_tokens"] > 0 and data["estimated"] is True
+
+
+def test_request_shape_near_the_start_of_a_long_transcript(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code writes a request shape once per distinct shape: in a long session the last one may
+    be at the start, far from the tail; the head is read too (never the middle)."""
+    monkeypatch.setattr(RF, "MAX_END_BYTES", 4096)
+    shape = {"type": "api-request-shape", "shape": {"tools": [_tool("mcp__pg__query", 100)]}}
+    filler = json.dumps({"type": "user", "message": {"content": "x" * 200}})
+    t = _w(tmp_path / "t.jsonl", "\n".join([json.dumps(shape)] + [filler] * 200) + "\n")
+    assert [x["name"] for x in RF.last_request_tools(str(t)) or []] == ["mcp__pg__query"]
+    middle = _w(tmp_path / "m.jsonl", "\n".join([filler] * 100 + [json.dumps(shape)] + [filler] * 100) + "\n")
+    assert RF.last_request_tools(str(middle)) is None
+    later = dict(shape, shape={"tools": [_tool("mcp__gh__a", 10)]})
+    both = _w(tmp_path / "b.jsonl", "\n".join([json.dumps(shape)] + [filler] * 200 + [json.dumps(later)]) + "\n")
+    assert [x["name"] for x in RF.last_request_tools(str(both)) or []] == ["mcp__gh__a"]

@@ -20,7 +20,7 @@ Where they live (spec §§3.1, 4.3, 6; Claude Code 2.1.328):
 Rules:
 - Read-only, stdlib only, never raises on a missing, unreadable or malformed file: it is skipped.
 - Bounded: at most :data:`MAX_SKILLS` skills and :data:`MAX_RULES` rules, :data:`MAX_FILE_BYTES` of
-  each file, the last :data:`MAX_TAIL_BYTES` of a transcript.
+  each file, a transcript's first and last :data:`MAX_END_BYTES`.
 - Files are decoded as UTF-8 with replacement; paths are returned absolute.
 """
 
@@ -40,7 +40,7 @@ MAX_SKILLS = 200
 MAX_RULES = 200
 MAX_FILE_BYTES = 512 * 1024
 MAX_JSON_BYTES = 8 * 1024 * 1024
-MAX_TAIL_BYTES = 8 * 1024 * 1024
+MAX_END_BYTES = 4 * 1024 * 1024  # of a transcript's head and of its tail
 
 
 def claude_config_dir(home: str | None = None, env: dict[str, str] | None = None) -> str:
@@ -149,53 +149,62 @@ def _newest_transcript(config: str, project: str) -> str | None:
     return best[1] if best else None
 
 
-def _tail(transcript: str) -> bytes:
+def _ends(transcript: str) -> list[bytes]:
+    """The transcript's head and tail (:data:`MAX_END_BYTES` each, cut at line boundaries), or the
+    whole file when it is no larger than both: Claude Code writes a request shape once per distinct
+    shape (at the start, and again when the tools change), so the last one is near one end or the other."""
     try:
         with open(transcript, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - MAX_TAIL_BYTES))
-            return f.read(MAX_TAIL_BYTES)
+            if size <= 2 * MAX_END_BYTES:
+                return [f.read(2 * MAX_END_BYTES)]
+            head = f.read(MAX_END_BYTES)
+            f.seek(size - MAX_END_BYTES)
+            tail = f.read(MAX_END_BYTES)
     except OSError:
-        return b""
+        return []
+    return [head[: head.rfind(b"\n") + 1], tail[tail.find(b"\n") + 1:]]
 
 
 def deferred_tool_names(transcript: str) -> list[str]:
     """Tool names listed behind tool search (``deferred_tools_delta`` attachments: added minus
-    removed, in order) in the transcript's tail."""
+    removed, in order) in the transcript's head and tail."""
     names: dict[str, None] = {}
-    for line in _tail(transcript).split(b"\n"):
-        if b"deferred_tools_delta" not in line:
-            continue
-        try:
-            rec = json.loads(line.decode("utf-8", "replace"))
-        except ValueError:
-            continue
-        att = rec.get("attachment") if isinstance(rec, dict) else None
-        if not isinstance(att, dict) or att.get("type") != "deferred_tools_delta":
-            continue
-        for n in att.get("addedNames") or []:
-            if isinstance(n, str):
-                names[n] = None
-        for n in att.get("removedNames") or []:
-            if isinstance(n, str):
-                names.pop(n, None)
+    for part in _ends(transcript):
+        for line in part.split(b"\n"):
+            if b"deferred_tools_delta" not in line:
+                continue
+            try:
+                rec = json.loads(line.decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            att = rec.get("attachment") if isinstance(rec, dict) else None
+            if not isinstance(att, dict) or att.get("type") != "deferred_tools_delta":
+                continue
+            for n in att.get("addedNames") or []:
+                if isinstance(n, str):
+                    names[n] = None
+            for n in att.get("removedNames") or []:
+                if isinstance(n, str):
+                    names.pop(n, None)
     return list(names)
 
 
 def last_request_tools(transcript: str) -> list[Any] | None:
-    """``shape.tools`` of the last ``api-request-shape`` record in the transcript's tail, or None."""
-    tail = _tail(transcript)
-    for line in reversed(tail.split(b"\n")):
-        if b'"api-request-shape"' not in line:
-            continue
-        try:
-            rec = json.loads(line.decode("utf-8", "replace"))
-        except ValueError:
-            continue
-        shape = rec.get("shape") if isinstance(rec, dict) and rec.get("type") == "api-request-shape" else None
-        tools = shape.get("tools") if isinstance(shape, dict) else None
-        if isinstance(tools, list):
-            return tools
+    """``shape.tools`` of the last ``api-request-shape`` record in the transcript's tail, else its
+    head; None when neither has one."""
+    for part in reversed(_ends(transcript)):
+        for line in reversed(part.split(b"\n")):
+            if b'"api-request-shape"' not in line:
+                continue
+            try:
+                rec = json.loads(line.decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            shape = rec.get("shape") if isinstance(rec, dict) and rec.get("type") == "api-request-shape" else None
+            tools = shape.get("tools") if isinstance(shape, dict) else None
+            if isinstance(tools, list):
+                return tools
     return None
 
 
