@@ -126,6 +126,8 @@ def test_side_effects_want_disable_model_invocation_and_report_the_listing_savin
     for risky in ("Commit the staged changes with a message", "Send a message to the team", "Run the migrations",
                   "Cut a release and tag it", "部署到生产环境"):
         assert _by(R.check(skills=[_skill("r", f"description: {risky}")]), "skill_side_effects"), risky
+    plug = R.Skill(name="ship", path="/c/skills/ship/SKILL.md", scope="plugin:ops", text="---\ndescription: Deploy\n---\n")
+    assert "with /ops:ship;" in _by(R.check(skills=[plug]), "skill_side_effects")[0].fix
     done = R.check(skills=[_skill("deploy", "description: Deploy it\ndisable-model-invocation: true")])
     assert not _by(done, "skill_side_effects") and done.listing_tokens == 0
 

@@ -259,6 +259,11 @@ def _listing_entry(name: str, meta: dict[str, object]) -> tuple[str, int]:
     return desc, len(desc)
 
 
+def _invocation(sk: Skill, name: str) -> str:
+    """How the user types it: ``name``, or ``plugin:name`` for a plugin's skill."""
+    return f"{sk.scope[7:]}:{name}" if sk.scope.startswith("plugin:") else name
+
+
 def _skill_findings(sk: Skill) -> tuple[list[Finding], int]:
     meta, body = parse_frontmatter(sk.text)
     name = _text(meta, "name").strip() or sk.name
@@ -290,7 +295,7 @@ def _skill_findings(sk: Skill) -> tuple[list[Finding], int]:
             "skill_side_effects", "warn", subject, sk.path, listing,
             f"has side effects (\"{side.group(0)}\") yet Claude may invoke it on its own; its listing entry costs"
             f" {fmt_tokens(listing)} tokens (estimated) every turn",
-            "add `disable-model-invocation: true` to its frontmatter (only you run it, with /" + name
+            "add `disable-model-invocation: true` to its frontmatter (only you run it, with /" + _invocation(sk, name)
             + "; zero resident cost)"))
     read_only = not (set(t.split("(")[0] for t in tools) & _WRITE_TOOLS) and all(
         t in _READ_ONLY_TOOLS or _READ_ONLY_BASH.match(t) for t in tools)
