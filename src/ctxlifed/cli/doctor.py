@@ -9,6 +9,7 @@ left behind (events it could keep nowhere, its runtime-dir spool, a daemon marke
 that clients refuse to trust (its folder or the socket not ours, or writable by others, or a listener
 running as another uid) is a FAIL that says which, like the shim's and the CLI's own checks
 (``cli.client``).
+``doctor --context`` checks residency hygiene instead (``cli/residency.py``).
 
 Rules:
 - Each finding is ``ok``, ``warn`` (degraded but working) or ``FAIL`` (something is wrong); every
@@ -396,6 +397,10 @@ def run_checks(sock: str, project_dir: str | None = None, platform: str | None =
 
 
 def cmd_doctor(ns: argparse.Namespace, sock: str) -> int:
+    if getattr(ns, "context", False):
+        from .residency import cmd_context
+
+        return cmd_context(ns, sock)
     findings = run_checks(sock, ns.project_dir, getattr(ns, "platform", None))
     failed = [f for f in findings if f.level == "FAIL"]
     if ns.json:
@@ -411,4 +416,6 @@ def register(sub: Any, add: Any) -> None:
     p = add("doctor", "check Python, SQLite, runtime dir, daemon, hooks, service and disk; print fixes")
     p.add_argument("--project-dir", help="project whose .claude/settings*.json to check (default: current directory)")
     p.add_argument("--platform", choices=["linux", "darwin"], help=argparse.SUPPRESS)
+    p.add_argument("--context", action="store_true",
+                   help="residency hygiene instead: skills, CLAUDE.md, rules and MCP servers against what stays in context")
     p.set_defaults(fn=cmd_doctor)

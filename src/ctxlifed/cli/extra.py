@@ -11,10 +11,11 @@ from typing import Any
 
 
 def register(sub: Any, add: Any) -> None:
-    from . import doctor, install, plugin, service, statusline
+    from . import doctor, install, plugin, residency, service, statusline
 
     install.register(sub, add)
     plugin.register(sub, add)
     statusline.register(sub, add)
     service.register(sub, add)
     doctor.register(sub, add)
+    residency.register(sub, add)

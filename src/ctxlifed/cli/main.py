@@ -143,9 +143,26 @@ def render_shim(st: shimstate.ShimState, now: float) -> list[str]:
     return lines
 
 
+def render_residency(r: dict[str, Any]) -> list[str]:
+    """The current session's residency block (``status``): its summary and what to fix, one line each."""
+    sessions = r.get("sessions") or []
+    res = sessions[0].get("residency") if sessions else None
+    if not res:
+        return []
+    warns = [f for f in res.get("findings") or [] if f.get("level") == "warn"]
+    lines = [f"  residency  {res['lines'][0]}" if res.get("lines") else "  residency"]
+    lines += [f"    {f['subject']}: {f['message']}" + (f" — fix: {f['fix']}" if f.get("fix") else "") for f in warns[:6]]
+    if len(warns) > 6:
+        lines.append(f"    … {len(warns) - 6} more")
+    if warns:
+        lines.append(f"    all of them: {ctl_command()} doctor --context")
+    return lines
+
+
 def cmd_status(ns: argparse.Namespace, sock: str) -> int:
     params = _client_params(ns, session=ns.session, cwd=None if (ns.all or ns.session) else os.getcwd(),
-                            where=ns.where or None, survival=ns.survival or None)
+                            where=ns.where or None, survival=ns.survival or None,
+                            residency=None if ns.all else True)
     shim = shimstate.read(P.data_dir(ns.data_dir), os.path.dirname(sock))
     try:
         r = call(sock, "status", params)
@@ -159,7 +176,7 @@ def cmd_status(ns: argparse.Namespace, sock: str) -> int:
         print(json.dumps({**r, "shim": {"dropped": shim.dropped, "runtime_spool_bytes": shim.runtime_spool_bytes,
                                         "stalled_since": shim.stalled_since}}, indent=2, ensure_ascii=False))
     else:
-        print("\n".join([render_status(r, time.time()), *render_shim(shim, time.time())]))
+        print("\n".join([render_status(r, time.time()), *render_residency(r), *render_shim(shim, time.time())]))
     return 0
 
 

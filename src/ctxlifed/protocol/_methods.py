@@ -80,6 +80,8 @@ class StatusParams(_P, kw_only=True):
     cwd: str | None = None
     where: bool = False
     survival: bool = False
+    residency: bool = False  # residency hygiene of the session's project (skills, CLAUDE.md, rules, MCP)
+    compact_instructions: bool = False  # a "# Compact instructions" section for the session's project
     limit: int = 20
 
 
@@ -111,6 +113,8 @@ class SessionView(_R, kw_only=True):
     ended: bool = False
     where: dict[str, Any] | None = None
     survival: dict[str, Any] | None = None
+    residency: dict[str, Any] | None = None
+    compact_instructions: str | None = None
 
 
 class StatusResult(_R, kw_only=True):

@@ -9,7 +9,7 @@ Rules:
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
-  ``CTXLIFED_MAX_CONNECTIONS``.
+  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -31,6 +31,7 @@ class Config:
     recall_cap_tokens: int = 1200
     memory_dir: str = "docs/memory"  # relative to the project root
     write_ledgers: bool = True
+    residency_note: bool = True  # once per session, a systemMessage naming residency problems (service/residency.py)
     redact: bool = True
     max_frame: int = 1 << 20
     max_batch: int = 64
@@ -122,6 +123,7 @@ _ENV = {
     "CTXLIFED_TRANSCRIPT_ROOTS": "transcript_roots",
     "CTXLIFED_MIN_FREE_MB": "min_free_mb",
     "CTXLIFED_WRITE_LEDGERS": "write_ledgers",
+    "CTXLIFED_RESIDENCY_NOTE": "residency_note",
     "CTXLIFED_MAX_DB_MB": "max_db_mb",
     "CTXLIFED_RETENTION_DAYS": "retention_days",
     "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",

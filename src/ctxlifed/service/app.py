@@ -65,6 +65,7 @@ from ..core import accounting as A
 from ..core import lessons as LS
 from . import compaction, derive as DV, files
 from . import lessons as lessons_svc
+from . import residency as residency_svc
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
 
@@ -717,8 +718,9 @@ class Service:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
-        if st.pending_advice and event in MSG_EVENTS:
-            out["systemMessage"] = st.pending_advice
+        note = await residency_svc.note(self, st, event) if self.cfg.residency_note else ""
+        if (st.pending_advice or note) and event in MSG_EVENTS:
+            out["systemMessage"] = "\n\n".join(x for x in (st.pending_advice, note) if x)
             st.pending_advice = None
         if not out:
             return M.HookResult()
@@ -787,8 +789,19 @@ class Service:
             derive_pending=self.backlog.pending(), index_pending=await self.readers.run(tri_backlog.pending),
             derive_failed=self.backlog.failed, maintenance_failed=self.writer.idle_failures,
             maintenance_error=self.writer.last_idle_error if self.writer.idle_failures else "",
-            sessions=[self.session_view(r, where=p.where, survival=p.survival) for r in rows],
+            # the residency block and compact instructions: the first (current) session only (they read files)
+            sessions=[await self._session_view_full(r, p) if i == 0 else
+                      self.session_view(r, where=p.where, survival=p.survival) for i, r in enumerate(rows)],
         )
+
+    async def _session_view_full(self, row: dict[str, Any], p: M.StatusParams) -> M.SessionView:
+        v = self.session_view(row, where=p.where, survival=p.survival)
+        st = self.sessions.get(row["session"]) or load(row["state"]) if (p.residency or p.compact_instructions) else None
+        if st is not None and p.residency:
+            v.residency = residency_svc.view(await residency_svc.report(self, st))
+        if st is not None and p.compact_instructions:
+            v.compact_instructions = await residency_svc.compact_section(self, st)
+        return v
 
     # -- recall --------------------------------------------------------------------------------
     async def recall(self, p: M.RecallParams) -> M.RecallResult:

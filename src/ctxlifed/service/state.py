@@ -55,6 +55,8 @@ class SessionState(msgspec.Struct, kw_only=True):
     tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None
+    residency_noted: bool = False  # the once-per-session residency note was considered (service/residency.py)
+    instructions_warned: dict[str, float] = msgspec.field(default_factory=dict)  # path -> mtime named as changed
 
     def note_injected(self, tokens: int) -> None:
         """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it
