@@ -214,9 +214,12 @@ def test_slow_and_silent_connections(rdaemon: Any, figures: Any, capacity: str, 
     figures.record("silent_closed_after_s_p50", round(pct(silent_after, 50), 2), "s", n=len(silent_after))
     figures.record("closed_before_deadline", early, note="evicted to make room" if capacity == "default" else "")
     figures.record("max_open_fds", fds_peak)
-    # 2x the unloaded p99, with 1.5 ms of slack: at millisecond values one scheduler hiccup on a
-    # 2-CPU runner moves a 400-sample p99 by that much (the long tier takes 2000 samples).
-    assert l99 <= 2 * b99 + 1.5, (b99, l99)
+    # 2x the unloaded p99, with 1.5 ms of slack, gated in the long tier only (2000 samples, `make
+    # reliability` on a quiet machine): a 400-sample p99 of about 1 ms is a timing figure, not a
+    # behaviour, and a busy 2-CPU runner moves it past any fixed bound. The fast tier records it and
+    # checks the behaviour: every slow and silent connection closed at its deadline, none early.
+    if timeout_s >= 5:
+        assert l99 <= 2 * b99 + 1.5, (b99, l99)
     assert len(slow_after) == slow and len(silent_after) == silent
     assert max(slow_after + silent_after) < timeout_s + 2.5
     if capacity == "ample":
