@@ -154,7 +154,6 @@ EXPECTED_COMPACT = "\n".join(
         "- fix flaky login test (L2 #12)",
         "- wire retry in the client",
         f"Decisions recorded: 7 ({CTL} recall decisions).",
-        "Working zone: 63.4% used (level L0→L1).",
         RECALL_LINE,
     ]
 )
@@ -611,3 +610,13 @@ def test_phase_page_head_of_a_phase_recall() -> None:
     assert f"Full text: `{CTL} recall --id <id>`" in lines and "ctxlifed:ledger" not in out
     short = render_phase_page(9, "x.md", page, 30, ctl=CTL)
     assert short.splitlines()[-1].endswith(f"more lines: {CTL} recall --id 9") and estimate_tokens(short) <= 30
+
+
+def test_working_zone_figure_only_where_it_is_known_and_matters() -> None:
+    """A resume names the Working zone only from level 1 on (below, the figure is noise billed every
+    turn); a compact briefing never does (the boundary is not in the transcript yet)."""
+    low = render_session_start(make_data("resume", working_pct=0.0, level=0), 10_000, now=NOW, ctl=CTL)
+    high = render_session_start(make_data("resume", working_pct=0.634, level=1), 10_000, now=NOW, ctl=CTL)
+    compact = render_session_start(make_data("compact", working_pct=0.634, level=1), 10_000, now=NOW, ctl=CTL)
+    assert "Working zone" not in low and "Working zone" not in compact
+    assert "Working zone: 63.4% used (level L0→L1)." in high

@@ -221,7 +221,9 @@ def test_compact_briefing_lists_window_content_with_figures_after_the_boundary(d
     st = compact.status
     ledger = next(z["used"] for z in st["zones"] if z["name"] == "Ledger")  # the briefing itself
     assert st["context_tokens"] - ledger == 12_000 + 30_000
-    assert f"Working zone: {F.percent(st['working_pct'])} used" in compact.text and st["working_pct"] > 0
+    # No Working-zone figure in the compact briefing: Claude Code writes the boundary to the transcript
+    # only after PostCompact, so at SessionStart(compact) any figure would be the pre-compaction one.
+    assert "Working zone" not in compact.text
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

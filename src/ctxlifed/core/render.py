@@ -384,7 +384,8 @@ def _counts_line(decisions: int, lessons: int, ctl: str) -> str:
 
 
 def _working_line(d: SessionStartData) -> str:
-    if d.working_pct is None or not math.isfinite(d.working_pct):
+    """The Working-zone figure, only when it matters (level 1 and up: it is the reason for advice)."""
+    if d.working_pct is None or not math.isfinite(d.working_pct) or (d.level or 0) < 1:
         return ""
     return f"Working zone: {percent(d.working_pct)} used (level {level_name(d.level)})."
 
@@ -451,8 +452,8 @@ def session_start_lines(d: SessionStartData, *, now: float, ctl: str) -> tuple[l
         counts = _counts_line(d.decisions_count, 0, ctl)
         if counts:
             lines.append(counts)
-        if w := _working_line(d):
-            lines.append(w)
+        # No Working-zone figure here: at SessionStart(compact) Claude Code has not yet written the
+        # boundary (nor the summary) to the transcript, so any figure would be the pre-compaction one.
     else:  # startup, resume, or anything unknown
         if not (d.phase or d.timeline or d.pending or d.decisions_count or d.lessons_count or d.archived):
             return [], ""
