@@ -25,9 +25,12 @@ Rules:
   file = code_change, ...). Per phase a kind whose cell is KEEP survives with up to :data:`KEEP_LIMIT`
   items, SUMMARIZE with up to :data:`SUMMARIZE_LIMIT`, ARCHIVE / DISCARD with none (it stays recallable
   in L2). The current phase always survives.
-- :func:`focus_line` names what to keep concretely, from the session's real state, in the order of the
-  phase's priorities, whole items only, within ``max_chars`` (:data:`FOCUS_MAX_CHARS`); it then says
-  what may go (rows the phase discards or archives) when that still fits. One line, no newline.
+- :func:`focus_line` names what to keep concretely, from the session's real state: failing tests, files
+  being changed, decisions, constraints, open items, each kind only where the phase keeps or summarizes
+  its row (up to the kind's survive limit), taken round by round (the first of every kind, then the
+  second ...), whole items only, within ``max_chars`` (:data:`FOCUS_MAX_CHARS`); it then says what may
+  go (passing test output, build logs, rows the phase archives or discards) when that still fits.
+  One line, no newline.
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ SURVIVE_ROWS: dict[str, str] = {
 KEEP_LIMIT = 8
 SUMMARIZE_LIMIT = 3
 FOCUS_MAX_CHARS = 300
-FOCUS_ITEM_CHARS = 80
+FOCUS_ITEM_CHARS = 70
 
 Treatment = Literal["verbatim", "digest"]
 
@@ -284,8 +287,8 @@ class FocusState(msgspec.Struct, frozen=True, kw_only=True):
 _FOCUS_PARTS: tuple[tuple[str, str, str], ...] = (
     ("failing tests", "failing_tests", "error"),
     ("files being changed", "files", "code_change"),
-    ("constraints", "constraints", "constraint"),
     ("decisions", "decisions", "decision"),
+    ("constraints", "constraints", "constraint"),
     ("open items", "pending", "pending"),
 )
 # What a phase may let go, named when the matrix discards or archives the row there.
@@ -299,38 +302,41 @@ _DROP_LABELS: dict[str, str] = {
 
 
 def _short(text: str, limit: int) -> str:
-    s = " ".join(str(text or "").split()).replace(";", ",")
+    s = " ".join(str(text or "").split()).replace(";", ",").rstrip(" .。;；,，")
     return s if len(s) <= limit else s[: limit - 1].rstrip() + "…"
 
 
 def focus_line(phase: str | None, state: FocusState, matrix: Matrix = DEFAULT, *,
                max_chars: int = FOCUS_MAX_CHARS) -> str:
     """The text after ``/compact``: what to keep, concretely (module rules). Never empty."""
-    parts: list[tuple[int, str, list[str]]] = []
+    parts: list[tuple[str, list[str]]] = []
     for label, field, row in _FOCUS_PARTS:
         try:
-            prio, cat = matrix.cell(row, phase or "")
+            cat = matrix.cell(row, phase or "")[1]
         except ValueError:
-            prio, cat = 50, K
+            cat = K
         if cat not in (K, S):
             continue
-        items = [_short(x, FOCUS_ITEM_CHARS) for x in getattr(state, field) if _short(x, FOCUS_ITEM_CHARS)]
-        if row == "error":
-            prio += 10  # an unresolved failure is what a summary most often drops
+        items = [_short(x, FOCUS_ITEM_CHARS) for x in getattr(state, field)]
+        items = list(dict.fromkeys(x for x in items if x))[: _limit(cat)]
         if items:
-            parts.append((prio, label, list(dict.fromkeys(items))[: _limit(cat)]))
-    parts.sort(key=lambda p: -p[0])  # stable: the table order breaks ties
+            parts.append((label, items))
     lead = f"Keep the {phase} work" if phase else "Keep the current work"
-    out = lead
-    for _, label, items in parts:
-        added: list[str] = []
-        for it in items:
-            cand = f"{out}; {label}: {', '.join([*added, it])}"
-            if len(cand) > max_chars:
-                break
-            added.append(it)
-        if added:
-            out = f"{out}; {label}: {', '.join(added)}"
+    chosen: list[list[str]] = [[] for _ in parts]
+
+    def render(sel: list[list[str]]) -> str:
+        segs = [f"{label}: {', '.join(items)}" for (label, _), items in zip(parts, sel) if items]
+        return "; ".join([lead, *segs])
+
+    # Round by round: the first item of every kind, then the second ..., whole items only.
+    for rnd in range(KEEP_LIMIT):
+        for i, (_, items) in enumerate(parts):
+            if rnd < len(items) and len(chosen[i]) == rnd:
+                trial = [list(c) for c in chosen]
+                trial[i].append(items[rnd])
+                if len(render(trial)) <= max_chars:
+                    chosen = trial
+    out = render(chosen)
     drops = list(_ALWAYS_DROP)
     for row, label in _DROP_LABELS.items():
         try:
