@@ -129,3 +129,17 @@ def test_focus_line_is_bounded_and_single_line(phase: str | None) -> None:
 
 def test_listed_categories() -> None:
     assert [MX.listed(c) for c in ("keep", "summarize", "archive", "discard", None)] == [True, True, False, False, True]
+
+
+def test_readme_config_block_loads_without_problems(tmp_path) -> None:
+    """The README's config.toml block, matrix override included, is a valid config."""
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S)
+    assert block
+    p = tmp_path / "config.toml"
+    p.write_text(block.group(1))
+    c = config.load(str(p), env={})
+    assert c.problems == () and c.matrix == (("review", "test_result", "keep"),)

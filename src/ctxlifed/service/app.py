@@ -18,8 +18,15 @@ Rules:
 - Texts for the model name ctxlifectl as ``runtime.ctl.ctl_command()`` (passed to the pure renderers);
   their figures come from the same Budget that ``status`` reports. A SessionStart briefing is kept
   (``last_briefing``): a resume gets only what differs from what the context already holds.
-- SessionStart(compact) lists only what the window held (prompts and transcript elements), each
-  with its L1 summary; ctxlifed's own rows (facts, ledgers, lessons) never were in the window.
+- SessionStart(compact) lists only what the window held (prompts and transcript elements) and the
+  category matrix keeps or summarizes in the phase, each with its L1 summary; ctxlifed's own rows
+  (facts, ledgers, lessons) never were in the window.
+- The category matrix in use (``Service.matrix``: the default of ``core/matrix.py`` with the config's
+  overrides) ranks compression, sizes the must-survive set and writes the ``/compact`` focus line.
+- Advice (``core/advice.py``, docs/advice.md): ``/compact`` near auto-compaction, at level L0→L1 or
+  above, or at a boundary only when it pays; ``/rewind``, ``/clear`` and a subagent on their signals
+  (main chain only). One slot per session, the more urgent wins; recorded as delivered when an answer
+  carries it, never delivered twice, debounced per kind; ``status`` lists the same advice.
 """
 
 from __future__ import annotations
@@ -667,8 +674,7 @@ class Service:
         session's constraints and open items (most recent first)."""
         rows = await self.readers.run(partial(_focus_rows, st.session, st.project))
         return MX.FocusState(
-            files=[os.path.relpath(f, st.project) if st.project and f.startswith(st.project + os.sep) else f
-                   for f in reversed(st.files_touched)],
+            files=_files_changed(st),
             failing_tests=list(st.failing_ids),
             decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
             constraints=[r["text"] for r in rows["constraint"]],
@@ -1049,14 +1055,14 @@ def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFA
     out: list[str] = []
     pct = F.percent(b.working_pct)
     focus = "/compact " + MX.focus_line(st.phase.phase, MX.FocusState(
-        files=list(reversed(st.files_touched)), failing_tests=list(st.failing_ids)), matrix)
+        files=_files_changed(st), failing_tests=list(st.failing_ids)), matrix)
     if near_autocompact(b):
         out.append(f"auto-compaction is {F.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
     for kind in ("rewind", "clear", "subagent"):
         if kind in st.advice_lines:
             out.append(st.advice_lines[kind])
     if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus} to continue")
+        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus}")
     big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
     if big and "subagent" not in st.advice_lines:
         out.append(f"large reads ({big[0].label}: {F.tokens(big[0].tokens)} tokens) cost every turn: "
@@ -1069,6 +1075,12 @@ def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFA
 @functools.lru_cache(maxsize=8)
 def _matrix_for(overrides: tuple[tuple[str, str, str], ...]) -> MX.Matrix:
     return MX.with_overrides(MX.DEFAULT, overrides) if overrides else MX.DEFAULT
+
+
+def _files_changed(st: SessionState) -> list[str]:
+    """This phase's changed files, most recent first, relative to the project when inside it."""
+    root = st.project.rstrip(os.sep) + os.sep if st.project else ""
+    return [f[len(root):] if root and f.startswith(root) else f for f in reversed(st.files_touched)]
 
 
 def _working_tokens(b: B.Budget) -> int:
