@@ -500,7 +500,7 @@ class Service:
                                        f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
                                        " emergency ledger written", now)
         if main_chain:
-            self._advise_release(st, event, payload, budget, now)
+            await self._advise_release(st, event, payload, budget, now)
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
             await self._compress(st, Level.L1_L2, now, precompact=True)
@@ -712,8 +712,8 @@ class Service:
                 st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
                 st.advice_lines.pop("rewind", None)
 
-    def _advise_release(self, st: SessionState, event: str, payload: dict[str, Any], budget: B.Budget | None,
-                        now: float) -> None:
+    async def _advise_release(self, st: SessionState, event: str, payload: dict[str, Any],
+                              budget: B.Budget | None, now: float) -> None:
         """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``."""
         if ADV.rewind_due(st.fail_count):
             sig = st.fail_sig.split("|", 1)[-1]
@@ -730,8 +730,13 @@ class Service:
         if event == "UserPromptSubmit":
             prompt = s(payload.get("prompt"))
             working = _working_tokens(budget) if budget is not None else 0
-            topic = "\n".join([*st.topic, *st.files_touched, *st.failing_ids])
-            if prompt and not prompt.lstrip().startswith("/") and ADV.unrelated_task(prompt, topic, working):
+            topic = ""
+            if prompt and working >= ADV.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
+                # The work so far, read from the archive (never kept in the session state: forget
+                # must leave no copy of a prompt behind).
+                earlier = await self.readers.run(partial(_earlier_prompts, st.session))
+                topic = "\n".join([*earlier, *st.files_touched, *st.failing_ids])
+            if topic and ADV.unrelated_task(prompt, topic, working):
                 self._advise(st, ADV.Advice(
                     kind="clear", key=f"clear:{now:.3f}", urgency=ADV.URGENCY["clear"],
                     reason=f"this looks like a new task unrelated to the work so far, and Working holds"
@@ -739,8 +744,6 @@ class Service:
                     command="/clear before starting it (free; ctxlifed's project memory carries over)"), now)
             else:
                 st.advice_lines.pop("clear", None)
-            if prompt:
-                st.note_topic(prompt)
 
     # -- compression ---------------------------------------------------------------------------
     async def _compress(self, st: SessionState, level: Level, now: float, *, precompact: bool = False) -> None:
@@ -1098,6 +1101,13 @@ def _pending_advice(st: SessionState) -> ADV.Advice | None:
 def _is_test(command: str) -> bool:
     from ..core.commands import is_test_command
     return is_test_command(command)
+
+
+def _earlier_prompts(session: str, conn: sqlite3.Connection) -> list[str]:
+    """The session's last prompts before the newest one (the one being answered)."""
+    rows = conn.execute("SELECT text FROM archive WHERE session = ? AND kind = 'prompt' ORDER BY id DESC"
+                        " LIMIT 4 OFFSET 1", (session,)).fetchall()
+    return [r[0][:2000] for r in rows]
 
 
 def _focus_rows(session: str, project: str, conn: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:

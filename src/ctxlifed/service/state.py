@@ -52,7 +52,6 @@ class SessionState(msgspec.Struct, kw_only=True):
     sweep_reads: int = 0  # exploration calls in a row, and their distinct targets (bounded)
     sweep_targets: list[str] = msgspec.field(default_factory=list)
     sweep_start: float = 0.0
-    topic: list[str] = msgspec.field(default_factory=list)  # recent prompts (bounded): what the work is about
     last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
     files_touched: list[str] = msgspec.field(default_factory=list)  # this phase, most recent last
     tests: list[str] = msgspec.field(default_factory=list)  # this phase: "PASS cmd" / "FAIL cmd"
@@ -87,10 +86,6 @@ class SessionState(msgspec.Struct, kw_only=True):
         self.advised.append(key)
         del self.advised[:-MAX_RECENT]
         self.advice_at[kind] = now
-
-    def note_topic(self, prompt: str) -> None:
-        self.topic.append(prompt[:500])
-        del self.topic[:-4]
 
     def note_test(self, line: str) -> None:
         self.tests.append(line[:200])
