@@ -58,6 +58,7 @@ __all__ = [
     "Treatment",
     "category",
     "cell",
+    "element_treatment",
     "focus_line",
     "listed",
     "parse_overrides",

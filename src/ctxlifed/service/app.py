@@ -53,7 +53,7 @@ from ..core import figures as F
 from ..core import advice as ADV
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import matrix as MX
-from ..core.commands import EXPLORE_TOOLS
+from ..core.commands import EXPLORE_TOOLS, is_test_command
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
@@ -706,7 +706,7 @@ class Service:
                 sig = (LS.signature(el.text, tool=el.tool, command=el.command, file_path=el.file_path)
                        or f"{el.tool}|{el.command or el.file_path or ''}")
                 st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
-                if el.kind is Kind.TEST_RESULT or (el.command and _is_test(el.command)):
+                if el.kind is Kind.TEST_RESULT or (el.command and is_test_command(el.command)):
                     st.failing_ids = (compaction.failing_ids(el.text) or [el.command or ""])[:8]
             elif el.kind is Kind.TEST_RESULT and el.passed:
                 st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
@@ -716,10 +716,11 @@ class Service:
                               budget: B.Budget | None, now: float) -> None:
         """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``."""
         if ADV.rewind_due(st.fail_count):
-            sig = st.fail_sig.split("|", 1)[-1]
+            sig = " ".join(st.fail_sig.split("|", 1)[-1].split())
+            sig = sig if len(sig) <= 120 else sig[:119] + "…"
             self._advise(st, ADV.Advice(
                 kind="rewind", key=f"rewind:{st.fail_sig}", urgency=ADV.URGENCY["rewind"],
-                reason=f"the same failure {st.fail_count} times in a row ({R._one_line(sig, 120)})",
+                reason=f"the same failure {st.fail_count} times in a row ({sig})",
                 command="/rewind to before the first attempt (free, keeps the cache), then try another way"), now)
         if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets)):
             self._advise(st, ADV.Advice(
@@ -1096,11 +1097,6 @@ def _pending_advice(st: SessionState) -> ADV.Advice | None:
         return None
     return ADV.Advice(kind=st.pending_advice_kind, key=st.pending_advice_key, reason="", command="",
                       urgency=st.pending_advice_urgency)
-
-
-def _is_test(command: str) -> bool:
-    from ..core.commands import is_test_command
-    return is_test_command(command)
 
 
 def _earlier_prompts(session: str, conn: sqlite3.Connection) -> list[str]:
