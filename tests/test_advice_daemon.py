@@ -144,3 +144,28 @@ def test_session_start_compact_lists_what_the_matrix_keeps(daemon: Any) -> None:
     assert "quarterly CSV exports" in ctx and "quoted newlines" in ctx
     assert "legacy0" not in ctx and "legacy1" not in ctx
     assert s.recall("legacy0")["total"] >= 1
+
+
+def test_matrix_override_drives_compact_content(daemon_factory: Any) -> None:
+    """CTXLIFED_MATRIX="planning.pending=archive": in planning neither SessionStart(compact) nor
+    PostCompact's re-injection presents the open item; in implementation (not overridden) it is listed."""
+    d = daemon_factory(CTXLIFED_MATRIX="planning.pending=archive").start()
+
+    def run(sid: str, prompt: str, phase: str) -> tuple[str, str]:
+        s = Session(d, sid=sid)
+        s.usage(30_000)
+        s.hook("SessionStart", source="startup")
+        s.prompt(prompt)
+        assert s.status()["phase"] == phase
+        s.hook("PreCompact", trigger="manual", custom_instructions="")
+        ctx = s.hook("SessionStart", source="compact")["hookSpecificOutput"]["additionalContext"]
+        r = d.call("hook", s.base("PostCompact", trigger="manual", compact_summary="We talked about CSV."))
+        return ctx, r["stdout"]
+
+    ctx, post = run("a8a8a8a8-2222-3333-4444-555555555555",
+                    "We need an importer for the quarterly CSV exports. TODO: handle quoted newlines", "planning")
+    assert "quarterly CSV exports" in ctx  # the prompt is still kept (it states the item too)
+    assert "Unresolved items" not in ctx and "Pending:" not in post
+    ctx, post = run("a9a9a9a9-2222-3333-4444-555555555555",
+                    "Let's implement the importer for the CSV exports. TODO: handle quoted newlines", "implementation")
+    assert "Unresolved items (1):\n- TODO: handle quoted newlines" in ctx

@@ -806,6 +806,13 @@ class Service:
                                         or data["lessons_count"]):
             return ""  # a project with no memory yet: say nothing (it would be billed every turn)
         budget = self._budget(st)
+        if source == "compact" and st.phase.phase:
+            # The matrix decides what a compacted window is told it still has: what the phase archives
+            # stays recallable only.
+            if not MX.listed(str(MX.category("pending", st.phase.phase, self.matrix))):
+                data["pending"] = []
+            if not MX.listed(str(MX.category("decision", st.phase.phase, self.matrix))):
+                data["decisions_count"], data["decisions"] = 0, []
         d_ = R.SessionStartData(
             source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
             timeline=tuple(data["timeline"]), timeline_session=data["timeline_session"],
