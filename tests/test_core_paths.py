@@ -171,6 +171,7 @@ ALLOWED_IMPORTS = {
     "__future__", "re", "functools", "typing", "collections.abc", "math", "datetime", "posixpath",
     "enum", "msgspec", "ctxlifed.core.model", "ctxlifed.core.recall_rank",
     "ctxlifed.core.figures",  # stdlib-only, pure: the one formatting path for figures
+    "ctxlifed.core.matrix",  # pure: the category matrix decides the /compact focus line
     "binascii",  # a pure codec (redact decodes base64)
 }
 

@@ -269,33 +269,37 @@ def test_session_start_defuses_system_reminder_tags() -> None:
             ["fix flaky login test", "wire retry"],
             "Working zone at 78% (level 2).",
             "ctxlifed: Working zone at 78% (level 2).\n"
-            "/compact Keep implementation context (current files, test results); open: fix flaky login test; wire retry",
+            "/compact Keep the implementation work; open items: fix flaky login test, wire retry; may drop passing"
+            " test output, successful build logs, design discussion, old reasoning",
         ),
         (
             "design",
             [],
             "context 91% full",
-            "ctxlifed: context 91% full\n/compact Keep design context (architecture decisions, interface contracts)",
+            "ctxlifed: context 91% full\n/compact Keep the design work; may drop passing test output, successful"
+            " build logs, command logs, exploratory reads, old reasoning",
         ),
-        (None, [], "", "ctxlifed: context is filling up\n/compact Keep decisions, current files and test results"),
+        (None, [], "", "ctxlifed: context is filling up\n/compact Keep the current work; may drop passing test"
+                       " output, successful build logs"),
         (
             "custom",
             ["a\nb"],
             "r",
-            "ctxlifed: r\n/compact Keep custom context (decisions, current files, test results); open: a b",
+            "ctxlifed: r\n/compact Keep the current work; open items: a b; may drop passing test output,"
+            " successful build logs",
         ),
     ],
 )
 def test_compact_advice_table(phase: str | None, pending: list[str], reason: str, expected: str) -> None:
-    """The advice is two lines: the reason, then a ready /compact line."""
+    """The advice is two lines: the reason, then a ready /compact line whose focus the matrix decides."""
     assert expected == render_compact_advice(phase, pending, reason)
 
 
-def test_compact_advice_focus_is_at_most_200_chars() -> None:
-    """The focus never exceeds 200 characters and stays on one line."""
+def test_compact_advice_focus_is_at_most_300_chars() -> None:
+    """The focus never exceeds 300 characters and stays on one line."""
     out = render_compact_advice("testing", ["x" * 300, "y" * 50] + [f"item {i}" for i in range(50)], "r\nr")
     line = out.split("\n")[1]
-    assert (2, True, True) == (len(out.split("\n")), line.startswith("/compact "), len(line) - len("/compact ") <= 200)
+    assert (2, True, True) == (len(out.split("\n")), line.startswith("/compact "), len(line) - len("/compact ") <= 300)
 
 
 # ---------------------------------------------------------------------------------------------

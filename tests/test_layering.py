@@ -17,7 +17,7 @@ def imported_after(stmt: str) -> set[str]:
 @pytest.mark.parametrize("module", ["ctxlifed.protocol", "ctxlifed.core.model", "ctxlifed.core.events",
                                     "ctxlifed.core.phase", "ctxlifed.core.budget", "ctxlifed.core.transcript",
                                     "ctxlifed.core.classify", "ctxlifed.core.render", "ctxlifed.core.redact",
-                                    "ctxlifed.core.jsontext"])
+                                    "ctxlifed.core.jsontext", "ctxlifed.core.matrix", "ctxlifed.core.advice"])
 def test_pure_cores_do_no_io(module: str) -> None:
     """Importing a pure module pulls in neither anyio, sqlite3, socket nor structlog."""
     mods = imported_after(f"import {module}")

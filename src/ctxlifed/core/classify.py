@@ -10,7 +10,8 @@ Rules:
   must not, never, always, do not, required, 必须, 不要, 禁止, 不能, 约束 ...), checked in that order (so
   "还没决定" is pending, not a decision). Fenced code is skipped; at most :data:`MAX_FACTS` facts of at
   most :data:`MAX_FACT_CHARS` characters each, deduplicated, in order of appearance.
-- :func:`priority` / :func:`categorize` read the kind x phase table :data:`TABLE` (rows: an element's
+- :func:`priority` / :func:`categorize` / :func:`rank` read the category matrix (``core/matrix.py``,
+  :data:`TABLE` is its default; a config override is passed as ``matrix``) (rows: an element's
   kind, with TOOL split into exploration (Read/Grep/Glob/WebSearch/WebFetch), Bash, and other tools, and
   a failed tool call or edit read as an error). It honours the phase table of the design:
   planning keeps requirements (prompts) and constraints, archives exploration; design keeps decisions
@@ -41,7 +42,8 @@ import re
 
 import msgspec
 
-from ctxlifed.core.commands import EXPLORE_TOOLS, is_build_command, is_test_command
+from ctxlifed.core import matrix as MX
+from ctxlifed.core.commands import is_build_command
 from ctxlifed.core.model import PHASES, Category, Element, Kind, Level
 
 __all__ = [
@@ -185,39 +187,9 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
 
 K, S, A, D = Category.KEEP, Category.SUMMARIZE, Category.ARCHIVE, Category.DISCARD
 
-# (priority, category) per phase, in PHASES order: planning, design, implementation, testing, review
-TABLE: dict[str, tuple[tuple[int, Category], ...]] = {
-    "prompt":          ((90, K), (85, K), (75, K), (75, K), (80, K)),
-    "assistant":       ((55, S), (60, S), (35, A), (45, S), (75, K)),
-    "thinking":        ((25, A), (30, A), (10, D), (10, D), (10, D)),
-    "explore":         ((30, A), (35, A), (55, S), (30, A), (40, S)),
-    "bash":            ((30, A), (30, A), (45, S), (45, S), (35, A)),
-    "tool":            ((40, S), (40, S), (40, S), (40, S), (40, S)),
-    "error":           ((85, K), (85, K), (90, K), (90, K), (80, K)),
-    "code_change":     ((50, S), (50, S), (80, K), (50, S), (55, S)),
-    "test_result":     ((40, S), (40, S), (80, K), (95, K), (35, A)),
-    "decision":        ((95, K), (100, K), (95, K), (90, K), (95, K)),
-    "constraint":      ((100, K), (95, K), (90, K), (90, K), (90, K)),
-    "pending":         ((90, K), (90, K), (90, K), (90, K), (95, K)),
-    "lesson":          ((85, K), (85, K), (90, K), (90, K), (85, K)),
-    "compact_summary": ((100, K),) * 5,
-    "ledger":          ((100, K),) * 5,
-}  # fmt: skip
-
-
-def _row(el: Element) -> str:
-    kind = el.kind
-    if kind is Kind.TOOL:
-        if el.is_error:
-            return "error"
-        if el.tool in EXPLORE_TOOLS:
-            return "explore"
-        if el.tool == "Bash":
-            return "test_result" if el.command and is_test_command(el.command) else "bash"
-        return "tool"
-    if kind is Kind.CODE_CHANGE and el.is_error:
-        return "error"
-    return kind.value
+# The kind x phase table is the category matrix (core/matrix.py owns it; config may override it).
+TABLE = MX.DEFAULT_CELLS
+_row = MX.row_of
 
 
 def _phase_index(phase: str) -> int:
@@ -227,9 +199,9 @@ def _phase_index(phase: str) -> int:
         raise ValueError(f"unknown phase: {phase!r}") from None
 
 
-def _classify(el: Element, phase: str) -> tuple[int, Category]:
+def _classify(el: Element, phase: str, matrix: MX.Matrix = MX.DEFAULT) -> tuple[int, Category]:
     row = _row(el)
-    prio, cat = TABLE[row][_phase_index(phase)]
+    prio, cat = matrix.cell(row, phase)
     if row == "test_result" and el.passed is True and not el.is_error:
         prio, cat = DISCARD_PRIORITY, D
     elif row == "bash" and el.command and is_build_command(el.command):
@@ -243,14 +215,14 @@ def _classify(el: Element, phase: str) -> tuple[int, Category]:
     return prio, cat
 
 
-def priority(el: Element, phase: str) -> int:
+def priority(el: Element, phase: str, matrix: MX.Matrix = MX.DEFAULT) -> int:
     """Phase-aware priority in 0..100 (no recency; see :func:`rank`)."""
-    return _classify(el, phase)[0]
+    return _classify(el, phase, matrix)[0]
 
 
-def categorize(el: Element, phase: str) -> Category:
+def categorize(el: Element, phase: str, matrix: MX.Matrix = MX.DEFAULT) -> Category:
     """Phase-aware category: keep / summarize / archive / discard."""
-    return _classify(el, phase)[1]
+    return _classify(el, phase, matrix)[1]
 
 
 # --------------------------------------------------------------------------- ranking and plans
@@ -287,12 +259,12 @@ def _recency(el: Element, now: float) -> int:
     return round(RECENCY_BONUS * 0.5 ** (age / RECENCY_HALF_LIFE))
 
 
-def rank(elements: list[Element], phase: str, now: float) -> list[Ranked]:
+def rank(elements: list[Element], phase: str, now: float, matrix: MX.Matrix = MX.DEFAULT) -> list[Ranked]:
     """Elements with priority (+ recency bonus) and category, most important first (stable)."""
     _phase_index(phase)
     out: list[Ranked] = []
     for el in elements:
-        prio, cat = _classify(el, phase)
+        prio, cat = _classify(el, phase, matrix)
         prio = min(100, prio + _recency(el, now))
         if cat is S and prio >= KEEP_AT:
             cat = K

@@ -4,7 +4,8 @@ Rules:
 - Pure: no I/O, no clock (``ts`` is passed in), no logging. Same input -> same output, byte for byte.
 - :func:`build` makes the must-survive set: at most one ``phase`` and one ``goal``, at most
   :data:`PER_KIND` decisions / constraints / failing tests / pending items / active files (the caller's
-  order within a kind, most important first), :data:`MAX_ITEMS` in all, each text one line of at most
+  order within a kind, most important first), fewer when ``limits`` says so (the category matrix:
+  what the phase summarizes keeps a few, what it archives none), :data:`MAX_ITEMS` in all, each text one line of at most
   :data:`MAX_TEXT` characters, deduplicated by id, sorted by :data:`WEIGHTS` (most important first).
 - Stable ids: ``<kind>:<10 hex>`` = blake2b of the normalised text (NFKC, case-folded, whitespace
   collapsed, trailing punctuation dropped; paths normalised). The same item gets the same id in every
@@ -51,7 +52,7 @@ import math
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 import msgspec
@@ -209,16 +210,23 @@ def build(
     failing_tests: Iterable[str] = (),
     pending: Iterable[str] = (),
     active_files: Iterable[str] = (),
+    limits: Mapping[str, int] | None = None,
 ) -> list[Item]:
-    """The must-survive set, most important first (module rules)."""
+    """The must-survive set, most important first (module rules). ``limits``: items per kind, from the
+    category matrix (``core.matrix.survive_limits``); a kind not named keeps its default."""
+    lim = limits or {}
+
+    def cap(kind: str, default: int) -> int:
+        return max(0, min(default, int(lim.get(kind, default))))
+
     groups: list[tuple[str, Iterable[str], int]] = [
         ("phase", [phase] if phase else [], 1),
-        ("goal", [goal] if goal else [], 1),
-        ("failing_test", failing_tests, PER_KIND),
-        ("constraint", constraints, PER_KIND),
-        ("decision", decisions, PER_KIND),
-        ("pending", pending, PER_KIND),
-        ("active_file", active_files, PER_KIND),
+        ("goal", [goal] if goal else [], cap("goal", 1)),
+        ("failing_test", failing_tests, cap("failing_test", PER_KIND)),
+        ("constraint", constraints, cap("constraint", PER_KIND)),
+        ("decision", decisions, cap("decision", PER_KIND)),
+        ("pending", pending, cap("pending", PER_KIND)),
+        ("active_file", active_files, cap("active_file", PER_KIND)),
     ]
     out: list[Item] = []
     seen: set[str] = set()

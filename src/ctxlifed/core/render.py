@@ -33,6 +33,9 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 
 from ctxlifed.core.figures import level_name, percent
+from ctxlifed.core.matrix import DEFAULT as DEFAULT_MATRIX
+from ctxlifed.core.matrix import FOCUS_MAX_CHARS, FocusState, Matrix, focus_line
+from ctxlifed.core.model import PHASES
 from ctxlifed.core.model import _is_cjk, estimate_tokens
 
 __all__ = [
@@ -56,7 +59,6 @@ __all__ = [
 ]
 
 MAX_CHARS = 9000
-FOCUS_MAX_CHARS = 200
 ITEM_CHARS = 240  # one pending item / archived summary / decision in hook context
 SNIPPET_CHARS = 300
 LEDGER_MAX_ITEMS = 100
@@ -73,14 +75,6 @@ def recall_usage(ctl: str) -> str:
     """The recall syntax, as a command the model can run (``ctl``: the ctxlifectl command)."""
     return f"{ctl} recall <words> | phase:<p> | type:<t> | decisions | timeline"
 
-
-_PHASE_KEEP = {
-    "planning": "requirements, boundaries, constraints",
-    "design": "architecture decisions, interface contracts",
-    "implementation": "current files, test results",
-    "testing": "test results, defects",
-    "review": "review conclusions, change requests",
-}
 
 # --------------------------------------------------------------------------------------------
 # data passed in by the service
@@ -513,38 +507,22 @@ def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: fl
 # compaction advice (systemMessage for the user)
 
 
-def render_compact_advice(phase: str | None, pending: list[str], reason: str) -> str:
+def render_compact_advice(phase: str | None, pending: list[str], reason: str, *,
+                          state: FocusState | None = None, matrix: Matrix = DEFAULT_MATRIX) -> str:
     """Two lines for the user: why compaction is advised, and a ready ``/compact <focus>`` line.
 
-    The focus names what the phase keeps (from the design's phase table) and as many pending items
-    as fit in ``FOCUS_MAX_CHARS`` (200) characters; it is a single line.
+    The focus is the category matrix's (``core.matrix.focus_line``): what the phase keeps, named
+    concretely from ``state`` (files being changed, failing tests, decisions, constraints) and the
+    open ``pending`` items, within ``FOCUS_MAX_CHARS`` characters; a single line.
     """
     why = _one_line(reason, 300) or "context is filling up"
-    if phase and phase in _PHASE_KEEP:
-        focus = f"Keep {phase} context ({_PHASE_KEEP[phase]})"
-    elif phase:
-        focus = f"Keep {_one_line(phase, 40)} context (decisions, current files, test results)"
-    else:
-        focus = "Keep decisions, current files and test results"
+    st = state or FocusState()
     items = [_one_line(p, FOCUS_MAX_CHARS) for p in pending if _one_line(p, FOCUS_MAX_CHARS)]
     if items:
-        base = focus + "; open: "
-        added: list[str] = []
-        for it in items:
-            cand = base + "; ".join([*added, it])
-            if len(cand) <= FOCUS_MAX_CHARS:
-                added.append(it)
-            elif not added:
-                room = FOCUS_MAX_CHARS - len(base)
-                if room >= 12:
-                    added.append(_one_line(it, room))
-                break
-            else:
-                break
-        if added:
-            focus = base + "; ".join(added)
-    focus = _one_line(focus, FOCUS_MAX_CHARS)
-    return f"ctxlifed: {why}\n/compact {focus}"
+        st = FocusState(files=st.files, failing_tests=st.failing_tests, decisions=st.decisions,
+                        constraints=st.constraints, pending=items)
+    focus = focus_line(phase if phase in PHASES else None, st, matrix, max_chars=FOCUS_MAX_CHARS)
+    return f"ctxlifed: {why}\n/compact {_one_line(focus, FOCUS_MAX_CHARS)}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ Rules:
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
-  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``.
+  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``, ``CTXLIFED_MATRIX`` (``phase.kind=category,...``).
+- ``matrix`` overrides cells of the category matrix (``core/matrix.py``): a table
+  ``[matrix.<phase>]`` of ``<kind> = "keep" | "summarize" | "archive" | "discard"``. An unknown phase,
+  kind or category, or discarding a never-discard kind, is a problem and the whole value is ignored.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -20,6 +23,8 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
+
+from ..core.matrix import parse_overrides
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class Config:
     retention_days: int = 0  # 0 = keep forever
     max_project_mb: int = 0  # 0 = unbounded
     retention_interval_s: float = 3600.0  # retention runs at start and then this often
+    # Category matrix overrides, (phase, kind, category), sorted: see core/matrix.py.
+    matrix: tuple[tuple[str, str, str], ...] = ()
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -95,6 +102,8 @@ def _coerce(name: str, value: object, current: object) -> object:
         return _pct_list(value, 4) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
     if name == "thresholds":
         return _pct_list(value, 3) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
+    if name == "matrix":
+        return parse_overrides(value)
     if name == "transcript_roots":
         return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
     if isinstance(current, bool) or name in ("redact", "write_ledgers"):
@@ -129,6 +138,7 @@ _ENV = {
     "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",
     "CTXLIFED_REQUEST_TIMEOUT": "request_timeout_s",
     "CTXLIFED_MAX_CONNECTIONS": "max_connections",
+    "CTXLIFED_MATRIX": "matrix",
 }
 
 

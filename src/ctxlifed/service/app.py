@@ -18,8 +18,16 @@ Rules:
 - Texts for the model name ctxlifectl as ``runtime.ctl.ctl_command()`` (passed to the pure renderers);
   their figures come from the same Budget that ``status`` reports. A SessionStart briefing is kept
   (``last_briefing``): a resume gets only what differs from what the context already holds.
-- SessionStart(compact) lists only what the window held (prompts and transcript elements), each
-  with its L1 summary; ctxlifed's own rows (facts, ledgers, lessons) never were in the window.
+- SessionStart(compact) lists only the window's tool output (``COMPACT_LISTED_KINDS``) that the
+  category matrix keeps or summarizes in the phase, each with its L1 summary; the conversation is
+  what the compaction summary carries, and ctxlifed's own rows (facts, ledgers, lessons) never were
+  in the window.
+- The category matrix in use (``Service.matrix``: the default of ``core/matrix.py`` with the config's
+  overrides) ranks compression, sizes the must-survive set and writes the ``/compact`` focus line.
+- Advice (``core/advice.py``, docs/advice.md): ``/compact`` near auto-compaction, at level L0→L1 or
+  above, or at a boundary only when it pays; ``/rewind``, ``/clear`` and a subagent on their signals
+  (main chain only). One slot per session, the more urgent wins; recorded as delivered when an answer
+  carries it, never delivered twice, debounced per kind; ``status`` lists the same advice.
 - Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
   then they answer at once from what is stored. A recall's search runs in the readers' search lane,
   within its budget; past it the client gets ``query_too_broad``.
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import os
 import re
 import sqlite3
@@ -45,7 +54,10 @@ import structlog
 from .. import PROTOCOL_VERSION, __version__
 from ..core import budget as B
 from ..core import figures as F
+from ..core import advice as ADV
 from ..core import classify, phase as PH, render as R, summarize as SUM
+from ..core import matrix as MX
+from ..core.commands import EXPLORE_TOOLS, is_test_command
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
@@ -417,6 +429,9 @@ class Service:
         st = await self._state(sid, project, cwd, now)
         elements = elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)
         elements = [self._enrich(e) for e in elements]
+        main_chain = not s(payload.get("agent_id"))
+        if main_chain:
+            self._note_advice_signals(st, event, payload, elements, now)
 
         # Phase signals.
         signals: list[PH.Signal] = []
@@ -489,7 +504,8 @@ class Service:
         summaries = [SUM.summarize(el) for el in elements]
         await pause()
         job = partial(_store_hook, row=row, eid=eid, now=now, st=st, elements=elements, facts=facts, phase=phase_now,
-                      switch=switch, priority=lambda el: classify.priority(el, phase_now), summaries=summaries)
+                      switch=switch, priority=lambda el: classify.priority(el, phase_now, self.matrix),
+                      summaries=summaries)
         saved = dump(st)
         stored = await self.writer.run(partial(job, state_blob=saved), low=deferred)
         if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
@@ -502,22 +518,19 @@ class Service:
             written = await self._guarded(self.ledgers.write_phase, st.session, st.project, n, name, started, now,
                                           "phase switch")
             why = f"phase switch {name} → {phase_now}" + ("; ledger written" if written else "")
-            self._advise(st, f"phase:{phase_now}:{now:.0f}",
-                         R.render_compact_advice(phase_now, await self._pending_texts(st), why))
+            await self._advise_compact(st, budget, "boundary", f"compact:phase:{st.phase_index}", why, now)
         if event == "SessionEnd":
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "session end")
         if went_green and switch is None and phase_now in ("implementation", "testing"):
-            self._advise(st, f"green:{now:.0f}",
-                         R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 "tests are green again after implementation work: a clean boundary"))
+            await self._advise_compact(st, budget, "boundary", f"compact:green:{now:.0f}",
+                                       "tests are green again after implementation work: a clean boundary", now)
         if crossed and budget is not None:
             await self._compress(st, Level(int(budget.level)), now)
             st.level = int(budget.level)
-            self._advise(st, f"level:{int(budget.level)}:{st.compactions}",
-                         R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 f"Working zone at {F.percent(budget.working_pct)}"
-                                                 f" (level {F.level_name(budget.level)})"))
+            await self._advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
+                                       f"Working zone at {F.percent(budget.working_pct)}"
+                                       f" (level {F.level_name(budget.level)})", now)
         # After the level advice: the more urgent one wins the single advice slot.
         if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
@@ -526,10 +539,11 @@ class Service:
             await self._guarded(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                                 st.phase_started, now, "emergency checkpoint: auto-compaction is near")
             self.spawn(self.ledgers.write_decisions, st.project)
-            self._advise(st, f"near:{st.compactions}",
-                         R.render_compact_advice(phase_now, await self._pending_texts(st),
-                                                 f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
-                                                 " emergency ledger written"))
+            await self._advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
+                                       f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
+                                       " emergency ledger written", now)
+        if main_chain:
+            await self._advise_release(st, event, payload, budget, now)
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
             await self._compress(st, Level.L1_L2, now, precompact=True)
@@ -663,16 +677,117 @@ class Service:
                                 system_tokens=st.system_tokens or 0, ledger_tokens=st.ledger_tokens,
                                 ratios=self.ratios, thresholds=self.thresholds, estimated=st.estimated)
 
-    def _advise(self, st: SessionState, key: str, text: str) -> None:
-        """Queue advice for the user; never the same advice twice in a row without new cause."""
-        if not text or key == st.last_advice_key:
-            return
-        st.last_advice_key = key
-        st.pending_advice = text
+    @property
+    def matrix(self) -> MX.Matrix:
+        """The category matrix in use: the design's default with the config's overrides."""
+        return _matrix_for(self.cfg.matrix)
 
-    async def _pending_texts(self, st: SessionState) -> list[str]:
-        rows = await self.readers.run(partial(queries.items, project=st.project, kind="pending", session=st.session, limit=5))
-        return [r["text"] for r in rows]
+    def _advise(self, st: SessionState, adv: ADV.Advice, now: float) -> None:
+        """Queue advice for the user: once per cause, debounced per kind, the more urgent one wins the
+        single slot (core/advice.py). It is recorded as delivered when an answer carries it."""
+        st.advice_lines[adv.kind] = adv.line
+        if ADV.debounced(adv, delivered=st.advised, last_of_kind=st.advice_at.get(adv.kind), now=now,
+                         pending=_pending_advice(st)):
+            return
+        st.pending_advice, st.pending_advice_key = adv.text, adv.key
+        st.pending_advice_kind, st.pending_advice_urgency = adv.kind, adv.urgency
+
+    async def _advise_compact(self, st: SessionState, budget: B.Budget | None, cause: str, key: str, why: str,
+                              now: float) -> None:
+        """Suggest ``/compact <focus>`` when it pays (core/advice.py, docs/advice.md)."""
+        if budget is None:
+            return
+        working, fixed = _working_tokens(budget), budget.zones[0].used
+        got = ADV.compact_cause(level=int(budget.level) if cause != "boundary" else 0,
+                                near_autocompact=cause == "near", at_boundary=cause == "boundary",
+                                working_tokens=working, fixed_tokens=fixed)
+        if got is None:
+            return
+        reason = why
+        if got == "boundary":
+            turns = -(-ADV.compaction_cost(fixed + working) // max(1.0, ADV.saving_per_turn(working)))
+            reason += (f"; Working holds {F.tokens(working)} tokens, so a compaction repays itself"
+                       f" in about {int(turns)} turns")
+        focus = MX.focus_line(st.phase.phase, await self._focus_state(st), self.matrix)
+        self._advise(st, ADV.Advice(kind="compact", key=key, reason=reason, command=f"/compact {focus}",
+                                    urgency=ADV.URGENCY[got]), now)
+
+    async def _focus_state(self, st: SessionState) -> MX.FocusState:
+        """What a focus line names: files being changed, failing tests, this phase's decisions, the
+        session's constraints and open items (most recent first)."""
+        rows = await self.readers.run(partial(_focus_rows, st.session, st.project))
+        return MX.FocusState(
+            files=_files_changed(st),
+            failing_tests=list(st.failing_ids),
+            decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
+            constraints=[r["text"] for r in rows["constraint"]],
+            pending=[r["text"] for r in rows["pending"]])
+
+    def _note_advice_signals(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
+                             now: float) -> None:
+        """Failures in a row (/rewind), read sweeps (subagent), failing test ids (focus line)."""
+        if event == "UserPromptSubmit":
+            st.sweep_reads, st.sweep_targets = 0, []
+            return
+        if event not in ("PostToolUse", "PostToolUseFailure"):
+            return
+        tool = s(payload.get("tool_name"))
+        if tool in EXPLORE_TOOLS:
+            ti = d(payload.get("tool_input"))
+            target = s(ti.get("file_path")) or s(ti.get("pattern")) or s(ti.get("path")) or s(ti.get("url")) or tool
+            if st.sweep_reads == 0:
+                st.sweep_start = now
+            st.sweep_reads += 1
+            if target not in st.sweep_targets:
+                st.sweep_targets = [*st.sweep_targets, target[:200]][-32:]
+        else:
+            st.sweep_reads, st.sweep_targets = 0, []
+            st.advice_lines.pop("subagent", None)
+        for el in elements:
+            failed = el.is_error or el.kind is Kind.ERROR or (el.kind is Kind.TEST_RESULT and el.passed is False)
+            if failed:
+                sig = (LS.signature(el.text, tool=el.tool, command=el.command, file_path=el.file_path)
+                       or f"{el.tool}|{el.command or el.file_path or ''}")
+                st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
+                if el.kind is Kind.TEST_RESULT or (el.command and is_test_command(el.command)):
+                    st.failing_ids = (compaction.failing_ids(el.text) or [el.command or ""])[:8]
+            elif el.kind is Kind.TEST_RESULT and el.passed:
+                st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
+                st.advice_lines.pop("rewind", None)
+
+    async def _advise_release(self, st: SessionState, event: str, payload: dict[str, Any],
+                              budget: B.Budget | None, now: float) -> None:
+        """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``."""
+        if ADV.rewind_due(st.fail_count):
+            sig = " ".join(st.fail_sig.split("|", 1)[-1].split())
+            sig = sig if len(sig) <= 120 else sig[:119] + "…"
+            self._advise(st, ADV.Advice(
+                kind="rewind", key=f"rewind:{st.fail_sig}", urgency=ADV.URGENCY["rewind"],
+                reason=f"the same failure {st.fail_count} times in a row ({sig})",
+                command="/rewind to before the first attempt (free, keeps the cache), then try another way"), now)
+        if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets)):
+            self._advise(st, ADV.Advice(
+                kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=ADV.URGENCY["subagent"],
+                reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns, all kept"
+                       " in the window and re-read every turn",
+                command="ask for a subagent to do the rest of this sweep (only its summary enters the window)"), now)
+        if event == "UserPromptSubmit":
+            prompt = s(payload.get("prompt"))
+            working = _working_tokens(budget) if budget is not None else 0
+            topic = ""
+            if prompt and working >= ADV.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
+                # The work so far, read from the archive (never kept in the session state: forget
+                # must leave no copy of a prompt behind).
+                earlier = await self.readers.run(partial(_earlier_prompts, st.session))
+                topic = "\n".join([*earlier, *st.files_touched, *st.failing_ids])
+            if topic and ADV.unrelated_task(prompt, topic, working):
+                self._advise(st, ADV.Advice(
+                    kind="clear", key=f"clear:{now:.3f}", urgency=ADV.URGENCY["clear"],
+                    reason=f"this looks like a new task unrelated to the work so far, and Working holds"
+                           f" {F.tokens(working)} tokens of it",
+                    command="/clear before starting it (free; ctxlifed's project memory carries over)"), now)
+            else:
+                st.advice_lines.pop("clear", None)
 
     # -- compression ---------------------------------------------------------------------------
     async def _compress(self, st: SessionState, level: Level, now: float, *, precompact: bool = False) -> None:
@@ -681,7 +796,7 @@ class Service:
         if not rows:
             return
         els = [_element_from_row(r) for r in rows]
-        ranked = classify.rank(els, st.phase.phase, now)
+        ranked = classify.rank(els, st.phase.phase, now, self.matrix)
         plan = classify.plan_compression(ranked, level)
         updates = []
         for rk in ranked:
@@ -691,7 +806,8 @@ class Service:
         promote = set(getattr(plan, "promote", ()) or ())
         await self.writer.run(partial(_apply_compression, updates, int(level)))
         if precompact:
-            held = [rk for rk in ranked if rk.element.kind in WINDOW_KINDS]
+            # What SessionStart(compact) lists: the window's tool output that the matrix keeps or summarizes.
+            held = [rk for rk in ranked if rk.element.kind in COMPACT_LISTED_KINDS and MX.listed(str(rk.category))]
             st.last_archived = [int(rk.element.uid) for rk in held[:12]]
             st.boundary_archive_id = max(int(r[0]) for r in rows)
             st.compactions += 1
@@ -721,7 +837,10 @@ class Service:
         note = await residency_svc.note(self, st, event) if self.cfg.residency_note else ""
         if (st.pending_advice or note) and event in MSG_EVENTS:
             out["systemMessage"] = "\n\n".join(x for x in (st.pending_advice, note) if x)
-            st.pending_advice = None
+            if st.pending_advice:
+                st.note_advised(st.pending_advice_key, st.pending_advice_kind, now)
+            st.pending_advice, st.pending_advice_key, st.pending_advice_kind = None, "", ""
+            st.pending_advice_urgency = 0
         if not out:
             return M.HookResult()
         return M.HookResult(stdout=_enc.encode(out).decode())
@@ -732,6 +851,13 @@ class Service:
                                         or data["lessons_count"]):
             return ""  # a project with no memory yet: say nothing (it would be billed every turn)
         budget = self._budget(st)
+        if source == "compact" and st.phase.phase:
+            # The matrix decides what a compacted window is told it still has: what the phase archives
+            # stays recallable only.
+            if not MX.listed(str(MX.category("pending", st.phase.phase, self.matrix))):
+                data["pending"] = []
+            if not MX.listed(str(MX.category("decision", st.phase.phase, self.matrix))):
+                data["decisions_count"], data["decisions"] = 0, []
         d_ = R.SessionStartData(
             source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
             timeline=tuple(data["timeline"]), timeline_session=data["timeline_session"],
@@ -768,7 +894,7 @@ class Service:
             v.zones = [M.ZoneView(name=z.name, capacity=z.capacity, used=z.used, pct=round(z.pct, 4)) for z in b.zones]
             v.working_pct, v.level = round(b.working_pct, 4), int(b.level)
             v.autocompact_at, v.tokens_to_autocompact = b.autocompact_at, b.tokens_to_autocompact
-        v.advice = advice_for(st, b)
+        v.advice = advice_for(st, b, self.matrix)
         if where:
             v.where = compaction.where(st)
         if survival:
@@ -988,34 +1114,70 @@ def near_autocompact(b: B.Budget) -> bool:
     return b.tokens_to_autocompact <= max(10_000, b.window * 3 // 100)
 
 
-def advice_for(st: SessionState, b: B.Budget | None) -> list[str]:
-    """Release advice following the chapter's decision tree, most relevant first.
+def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFAULT) -> list[str]:
+    """Release advice following the chapter's decision tree, most relevant first; the same rules as the
+    advice delivered in the session (core/advice.py).
 
     Need the earlier work? No: /clear (free, cleanest). Yes, but the last steps went wrong: /rewind
-    (cache-friendly). Yes: /compact <focus> at a boundary you choose. Large reads: a subagent, so only
-    its summary enters the window.
+    (cache-friendly). Yes: /compact <focus>, only where it pays. Large reads: a subagent, so only its
+    summary enters the window.
     """
     if b is None:
         return ["no usage figures yet (the transcript has no assistant response)"]
     out: list[str] = []
     pct = F.percent(b.working_pct)
-    focus = f"/compact keep the {st.phase.phase} work"
+    focus = "/compact " + MX.focus_line(st.phase.phase, MX.FocusState(
+        files=_files_changed(st), failing_tests=list(st.failing_ids)), matrix)
     if near_autocompact(b):
         out.append(f"auto-compaction is {F.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
-    recent = st.tests[-4:]
-    if sum(1 for t in recent if t.startswith("FAIL")) >= 3:
-        out.append("the last test runs keep failing: /rewind to before the wrong turn is cheaper than carrying it")
-    if st.phase.phase == "planning" and st.phase_index > 1 and b.level >= Level.L0_L1:
-        out.append("a new task after finished work: /clear if it is unrelated (free; project memory carries over)")
+    for kind in ("rewind", "clear", "subagent"):
+        if kind in st.advice_lines:
+            out.append(st.advice_lines[kind])
     if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus} to continue")
+        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus}")
     big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
-    if big:
+    if big and "subagent" not in st.advice_lines:
         out.append(f"large reads ({big[0].label}: {F.tokens(big[0].tokens)} tokens) cost every turn: "
                    "delegate such reads to a subagent so only its summary enters the window")
     if not out:
         out.append(f"Working zone at {pct}: no action needed")
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _matrix_for(overrides: tuple[tuple[str, str, str], ...]) -> MX.Matrix:
+    return MX.with_overrides(MX.DEFAULT, overrides) if overrides else MX.DEFAULT
+
+
+def _files_changed(st: SessionState) -> list[str]:
+    """This phase's changed files, most recent first, relative to the project when inside it."""
+    root = st.project.rstrip(os.sep) + os.sep if st.project else ""
+    return [f[len(root):] if root and f.startswith(root) else f for f in reversed(st.files_touched)]
+
+
+def _working_tokens(b: B.Budget) -> int:
+    """What the Working zone holds (uncapped)."""
+    return int(b.working_pct * b.zones[2].capacity)
+
+
+def _pending_advice(st: SessionState) -> ADV.Advice | None:
+    if not st.pending_advice:
+        return None
+    return ADV.Advice(kind=st.pending_advice_kind, key=st.pending_advice_key, reason="", command="",
+                      urgency=st.pending_advice_urgency)
+
+
+def _earlier_prompts(session: str, conn: sqlite3.Connection) -> list[str]:
+    """The session's last prompts before the newest one (the one being answered)."""
+    rows = conn.execute("SELECT text FROM archive WHERE session = ? AND kind = 'prompt' ORDER BY id DESC"
+                        " LIMIT 4 OFFSET 1", (session,)).fetchall()
+    return [r[0][:2000] for r in rows]
+
+
+def _focus_rows(session: str, project: str, conn: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
+    return {kind: queries.items(conn, project=project, kind=kind, status="open" if kind == "pending" else None,
+                                session=session, limit=8)
+            for kind in ("decision", "constraint", "pending")}
 
 
 def _redact_delta(delta: T.TranscriptDelta) -> T.TranscriptDelta:

@@ -2,7 +2,8 @@
 
 Rules:
 - PreCompact records the must-survive set (phase, its goal, decisions, constraints, failing tests,
-  pending items, active files) with stable ids, before Claude Code compacts.
+  pending items, active files) with stable ids, before Claude Code compacts; how many of each kind the
+  category matrix decides for the phase (``core.matrix.survive_limits``).
 - The diff is made at PostCompact from its ``compact_summary`` (the transcript gets the summary only
   after PostCompact ran). What Claude Code re-attaches itself (root CLAUDE.md and unscoped rules
   re-read from disk, recent files, skills within 5k/25k) and what ctxlifed already injected at
@@ -17,6 +18,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..core import accounting as A
+from ..core import matrix as MX
 from ..core import mustsurvive as MS
 from ..core import survival as SV
 from ..core.events import s
@@ -77,12 +80,31 @@ def survival(st: SessionState) -> dict[str, Any]:
 
 async def record_must_survive(svc: Service, st: SessionState, now: float) -> None:
     data = await svc.readers.run(partial(_must_survive_rows, st.session, st.project, st.phase_started))
-    failing = _failing_tests(st.tests)
+    failing = list(dict.fromkeys([*st.failing_ids, *_failing_tests(st.tests)]))
     active = list(reversed(st.files_touched[-5:]))
     st.must_survive = MS.build(phase=st.phase.phase, goal=data["goal"], decisions=data["decisions"],
                                constraints=data["constraints"], failing_tests=failing, pending=data["pending"],
-                               active_files=active)
+                               active_files=active, limits=MX.survive_limits(st.phase.phase, svc.matrix))
     st.pre_compact_tokens = st.context_tokens
+
+
+_FAILING_ID_RE = re.compile(
+    r"^(?:FAILED|ERROR)\s+(\S+::\S+)"  # pytest
+    r"|^--- FAIL: (\S+)"  # go test
+    r"|^test (\S+) \.\.\. FAILED"  # cargo test
+    r"|^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)",  # unittest
+    re.M)
+
+
+def failing_ids(output: str) -> list[str]:
+    """Failing test ids named in a test run's output (pytest, go, cargo, unittest), in order, unique.
+    A narrow recogniser for the focus line; the runner table of issue 16 item 5 may replace it."""
+    out: list[str] = []
+    for m in _FAILING_ID_RE.finditer(output[:200_000]):
+        tid = m.group(1) or m.group(2) or m.group(3) or (f"{m.group(5)}.{m.group(4)}" if m.group(4) else "")
+        if tid and tid not in out:
+            out.append(tid[:200])
+    return out[:16]
 
 
 def _failing_tests(tests: list[str]) -> list[str]:

@@ -40,7 +40,18 @@ class SessionState(msgspec.Struct, kw_only=True):
     compactions: int = 0
     emergency_at: int = -1  # value of ``compactions`` when the last emergency ledger was written
     pending_advice: str | None = None  # a systemMessage waiting for an event that can carry it
-    last_advice_key: str | None = None
+    pending_advice_key: str = ""  # its cause (core/advice.py), recorded as delivered when it goes out
+    pending_advice_kind: str = ""
+    pending_advice_urgency: int = 0
+    advised: list[str] = msgspec.field(default_factory=list)  # advice keys delivered (bounded)
+    advice_at: dict[str, float] = msgspec.field(default_factory=dict)  # kind -> last delivered
+    advice_lines: dict[str, str] = msgspec.field(default_factory=dict)  # kind -> current advice for status
+    fail_sig: str = ""  # the latest failing signature and how many times in a row it failed
+    fail_count: int = 0
+    failing_ids: list[str] = msgspec.field(default_factory=list)  # failing tests named by the last red runs
+    sweep_reads: int = 0  # exploration calls in a row, and their distinct targets (bounded)
+    sweep_targets: list[str] = msgspec.field(default_factory=list)
+    sweep_start: float = 0.0
     last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
     files_touched: list[str] = msgspec.field(default_factory=list)  # this phase, most recent last
     tests: list[str] = msgspec.field(default_factory=list)  # this phase: "PASS cmd" / "FAIL cmd"
@@ -72,6 +83,11 @@ class SessionState(msgspec.Struct, kw_only=True):
             self.files_touched.remove(path)
         self.files_touched.append(path)
         del self.files_touched[:-MAX_RECENT]
+
+    def note_advised(self, key: str, kind: str, now: float) -> None:
+        self.advised.append(key)
+        del self.advised[:-MAX_RECENT]
+        self.advice_at[kind] = now
 
     def note_test(self, line: str) -> None:
         self.tests.append(line[:200])
