@@ -51,6 +51,8 @@ __all__ = [
     "categorize",
     "clip",
     "detect_facts",
+    "fact_kind",
+    "is_question",
     "plan_compression",
     "priority",
     "rank",
@@ -117,26 +119,55 @@ def sentences(text: str, limit: int = 400) -> list[str]:
 # --------------------------------------------------------------------------- facts
 
 _PENDING_RE = re.compile(
-    r"(?-i:\bTODO\b|\bFIXME\b)|\bnext\s+steps?\b|\bpending\b|\bstill\s+needs?\s+to\b"
-    r"|\bopen\s+(?:question|issue)s?\b|\bnot\s+(?:yet\s+)?(?:decided|resolved)\b"
+    r"(?-i:\bTODO\b|\bFIXME\b)\s*[:：(（-]|^\s*(?-i:TODO|FIXME)\b|\bnext\s+steps?\b|^\s*pending\s*[:：]"
+    r"|\bstill\s+pending\b|\bstill\s+(?:needs?|have|has)\s+to\b|\bopen\s+(?:question|issue)s?\s*[:：]"
+    r"|\bnot\s+(?:yet\s+)?(?:decided|resolved)\b|\b(?:haven'?t|have\s+not|hasn'?t|has\s+not)\s+(?:yet\s+)?decided\b"
+    r"|\bundecided\b|\bleft\s+to\s+do\b|\bremaining\s+(?:work|tasks?|items?)\s*[:：]"
     r"|^\s*[-*+]\s+\[\s\]\s"
-    r"|待办|待定|待确认|待决定|未解决|未决定|还没(?:有)?决定|尚未决定|下一步",
+    r"|待办|待定|待确认|待决定|未解决|未决定|还没(?:有)?决定|尚未决定|下一步|还需要|后续(?:要|需要)",
     re.I,
 )
+# A choice made: "we decided", "let's go with", "we'll use", "chose X over Y", "switched to" ...
 _DECISION_RE = re.compile(
-    r"\bwe(?:'ve|\s+have)?\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]|\blet'?s\s+go\s+with\b"
-    r"|\bwe(?:'ll|\s+will)\s+(?:use|go\s+with|adopt)\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
-    r"|\bopted\s+for\b"
-    r"|\bwe(?:'ve|\s+have)?\s+(?:now\s+)?(?:switched|moved|migrated|changed|replaced|reverted)\b"
+    r"\bwe(?:'ve|\s+have)?\s+decided\b|\b(?:i|we)\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]"
+    r"|\blet'?s\s+(?:go\s+with|use|pick|adopt|stick\s+with)\b"
+    r"|\b(?:we|i)(?:'ll|\s+will|'re\s+going\s+to|\s+are\s+going\s+to|\s+am\s+going\s+to)\s+(?:use|go\s+with|adopt|stick\s+with)\b"
+    r"|\b(?:we're|we\s+are|i'm|i\s+am)\s+going\s+with\b|\bsettled\s+on\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
+    r"|\bopted\s+for\b|\bgo\s+with\b.{1,60}?\binstead\s+of\b|\buse\b.{1,60}?\binstead\s+of\b"
+    r"|\bwe(?:'ve|\s+have)?\s+(?:now\s+)?(?:switched|migrated|replaced)\b"
     r"|\blet'?s\s+(?:switch|move|migrate)\s+to\b"
-    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用|改用|换成|改为|切换到|迁移到",
+    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用|改用|换成|改为|切换到|迁移到|就用|定了|选定",
     re.I,
 )
+# "You decide" / "up to you" hands the choice over: no decision was made.
+_NOT_DECISION_RE = re.compile(r"\byou\s+decide\b|\bup\s+to\s+you\b|你(?:来)?决定|由你决定|你看着办", re.I)
+# An obligation on the work: modal must / shall / have to, an imperative never / always / do not at the
+# start of a clause, "is required" / "forbidden"; ZH 必须 / 不要 / 禁止 / 不能 / 务必 ... Not: epistemic
+# "must be a bug", descriptions ("The tests never touch Redis"), "has to do with".
+_CLAUSE = r"(?:^|[,;:—–]\s*|\b(?:and|but|so|then|also|please)\s+)"
 _CONSTRAINT_RE = re.compile(
-    r"\bmust(?:\s+not)?\b|\bmustn'?t\b|\bnever\b|\balways\b|\bdo\s+not\b|\brequired\b"
-    r"|\bforbidden\b|\bprohibited\b"
-    r"|必须|不要|禁止|不能|不得|务必|约束",
+    r"\bmust(?:\s+not|n'?t)?\b(?!\s+(?:have\s+(?:been|\w+(?:ed|en))|be\s+(?:a|an|the|because|due|why|that|"
+    r"something|somewhere|what|it|caused|coming|related|wrong|broken|fine)\b))"
+    r"|\b(?:has|have)\s+to\b(?!\s+do\s+with\b)|\bshall(?:\s+not|n'?t)?\b"
+    r"|\bshould\s+(?:never|always)\b|\bwe\s+(?:never|always)\b(?!\s+(?:got|get|had|have|see|saw|knew|know)\b)"
+    r"|" + _CLAUSE + r"(?:please\s+)?(?:never|always|do\s+not|don'?t|avoid|make\s+sure|be\s+sure\s+to|ensure)\b"
+    r"(?!\s+(?:worry|know|think|see|understand|mind|care|bother|returns|raises|is|are|was|were|has|had|gets"
+    r"|happens|works|seems|fails|contains|includes|calls|runs|used|been)\b)"
+    r"|\b(?:is|are|be)\s+(?:required|mandatory|forbidden|prohibited|not\s+allowed)\b|\brequired\s+to\b"
+    r"|\bnot\s+allowed\s+to\b|\bunder\s+no\s+circumstances\b"
+    r"|必须|务必|一定要|千万|切勿|禁止|严禁|不得|不允许|不准|只能|不可以|约束\s*[:：]"
+    r"|(?<!要)不要(?!紧)|(?<!能)不能(?!确定|理解|保证|处理|识别|解析|运行|工作|正常|连接|找到|打开|启动|编译|通过|加载|读取)"
+    r"|(?:^|[，,；;：:])\s*别",
     re.I,
+)
+# A question asks; it obliges or decides nothing (要不要 / 能不能 contain 不要 / 不能).
+_QUESTION_RE = re.compile(
+    r"[?？]\s*[\"'”’)）]*\s*$|[吗呢嘛]\s*[。.!！]?\s*$"
+    r"|要不要|能不能|可不可以|是不是|需不需要|会不会|该不该|用不用|有没有|行不行|好不好|对不对|是否",
+)
+# An explicit pending label keeps a question as a pending item ("Open question: X?", "TODO: cache?").
+_PENDING_LABEL_RE = re.compile(
+    r"(?-i:\bTODO\b|\bFIXME\b)|\bopen\s+(?:question|issue)s?\s*[:：]|^\s*[-*+]\s+\[\s\]\s|待定|待确认|待决定", re.I
 )
 _FACT_RES: tuple[tuple[Kind, re.Pattern[str]], ...] = (
     (Kind.PENDING, _PENDING_RE),
@@ -150,6 +181,30 @@ _CHECKBOX_RE = re.compile(r"^\s*[-*+]\s+\[\s\]\s")
 def _fact_text(s: str) -> str:
     s = " ".join(s.split())
     return s if len(s) <= MAX_FACT_CHARS else s[: MAX_FACT_CHARS - 1] + "…"
+
+
+def is_question(sentence: str) -> bool:
+    """True when ``sentence`` asks (ends with ? / ？ / 吗 / 呢, or holds 要不要, 能不能, 是否 ...)."""
+    return bool(_QUESTION_RE.search(sentence.strip()))
+
+
+def fact_kind(sentence: str) -> Kind | None:
+    """The kind of fact one sentence states (pending, decision, constraint, checked in that order), or
+    None. A question is a pending item only with an explicit label (TODO, open question:, 待定); it is
+    never a decision or a constraint."""
+    bare = _MARKER_RE.sub("", sentence, count=1) if not _CHECKBOX_RE.match(sentence) else sentence
+    question = is_question(bare)
+    if question and not _PENDING_LABEL_RE.search(sentence):
+        return None
+    if _PENDING_RE.search(sentence) or (_PENDING_RE.search(bare) and not question):
+        return Kind.PENDING
+    if question:
+        return None
+    if _DECISION_RE.search(bare) and not _NOT_DECISION_RE.search(bare):
+        return Kind.DECISION
+    if _CONSTRAINT_RE.search(bare):
+        return Kind.CONSTRAINT
+    return None
 
 
 def detect_facts(text: str) -> list[tuple[Kind, str]]:
@@ -168,7 +223,7 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
             continue
         parts = [line] if _CHECKBOX_RE.match(line) else _SENT_SPLIT_RE.split(line)
         for part in parts:
-            kind = next((k for k, rx in _FACT_RES if rx.search(part)), None)
+            kind = fact_kind(part)
             if kind is None:
                 continue
             s = _fact_text(_MARKER_RE.sub("", part, count=1).strip().strip("*_").strip())
