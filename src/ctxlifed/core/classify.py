@@ -52,6 +52,8 @@ __all__ = [
     "clip",
     "detect_facts",
     "fact_kind",
+    "is_substantive",
+    "pick_goal",
     "is_question",
     "plan_compression",
     "priority",
@@ -234,6 +236,41 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
             if len(out) >= MAX_FACTS:
                 return out
     return out
+
+
+# --------------------------------------------------------------------------- goal
+
+GOAL_MIN_WORDS = 3  # content words (or CJK characters / 2) a prompt needs beyond acknowledgements
+GOAL_SCAN = 2000
+# Acknowledgements and hand-offs that carry no task of their own ("Good plan. Go ahead and implement it.").
+_ACK_RE = re.compile(
+    r"\b(?:ok(?:ay)?|yes|yep|yeah|sure|thanks?(?:\s+you)?|great|good|nice|perfect|cool|fine|lgtm|sounds?\s+good"
+    r"|looks?\s+good(?:\s+to\s+me)?|good\s+(?:plan|idea|job|work)|great\s+(?:plan|idea|work)|agreed|approved"
+    r"|go\s+ahead(?:\s+and)?|go\s+for\s+it|do\s+it|proceed|continue|carry\s+on|keep\s+going|please|now|then"
+    r"|let'?s|let\s+us|start|begin|implement(?:ing)?|run|the|it|this|that|plan|design"
+    r"|changes?|tests?|code|and|with|as|proposed|suggested|planned|described|above|same|again|next|one)\b"
+    r"|好的?|好吧|可以|行|没问题|继续|开始|吧|了|按(?:这个|你的)?(?:计划|方案)|实现|照做|就这样|同意|谢谢|嗯|对",
+    re.I,
+)
+_SLASH_RE = re.compile(r"^\s*(?:/[\w.:-]+|!?\s*ctxlifectl\b)")
+_WORD_RE = re.compile(r"[A-Za-z][\w'-]*|\d+")
+_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def is_substantive(prompt: str) -> bool:
+    """True when a prompt states a task: not an acknowledgement or a bare hand-off ("go ahead",
+    "Good plan. Go ahead and implement it.", "好的，开始吧"), not a slash command."""
+    text = (prompt or "")[:GOAL_SCAN]
+    if not text.strip() or _SLASH_RE.match(text):
+        return False
+    rest = _ACK_RE.sub(" ", text)
+    words = len(_WORD_RE.findall(rest)) + len(_CJK_RE.findall(rest)) / 2
+    return words >= GOAL_MIN_WORDS
+
+
+def pick_goal(prompts: list[str]) -> str | None:
+    """The task's substantive request: the first substantive prompt (oldest first), else None."""
+    return next((p for p in prompts if is_substantive(p)), None)
 
 
 # --------------------------------------------------------------------------- table

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..core import accounting as A
+from ..core import classify
 from ..core import mustsurvive as MS
 from ..core import survival as SV
 from ..core.events import s
@@ -152,7 +153,22 @@ def render(reps: list[dict[str, Any]]) -> str:
                                              MS.CompactionReport) for r in reps])
 
 
-# -- store jobs --------------------------------------------------------------------------------
+# -- store jobs ---
+GOAL_PROMPTS = 64  # a session's first prompts searched for its substantive request
+
+
+def session_goal(conn: sqlite3.Connection, session: str, until: float | None = None) -> str | None:
+    """The session's task: its first substantive prompt (``classify.pick_goal``: not "go ahead"), else
+    its first prompt; ``until``: only prompts up to that time."""
+    q = "SELECT substr(text, 1, 4000) FROM archive WHERE session = ? AND kind = 'prompt'"
+    args: tuple[Any, ...] = (session,)
+    if until is not None:
+        q += " AND ts <= ?"
+        args = (session, until)
+    prompts = [r[0] for r in conn.execute(q + f" ORDER BY id LIMIT {GOAL_PROMPTS}", args)]
+    return classify.pick_goal(prompts) or (prompts[0] if prompts else None)
+
+
 def _insert_report(session: str, project: str, ts: float, blob: bytes, conn: sqlite3.Connection) -> int:
     cur = conn.execute("INSERT INTO compactions(session, project, ts, report) VALUES (?,?,?,?)",
                        (session, project, ts, blob))
@@ -168,16 +184,11 @@ def _set_post_tokens(rid: int, post: int, conn: sqlite3.Connection) -> None:
 
 
 def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection) -> dict[str, Any]:
-    goal = conn.execute(
-        "SELECT text FROM archive WHERE session = ? AND kind = 'prompt' AND ts >= ? ORDER BY id LIMIT 1",
-        (session, phase_started - 1e-6)).fetchone()  # the switching prompt itself has ts == phase_started
-    if goal is None:
-        goal = conn.execute("SELECT text FROM archive WHERE session = ? AND kind = 'prompt' ORDER BY id LIMIT 1",
-                            (session,)).fetchone()
+    goal = session_goal(conn, session)
 
     def texts(kind: str, open_only: bool) -> list[str]:
         q = "SELECT text FROM items WHERE session = ? AND kind = ?" + (" AND status = 'open'" if open_only else "")
         return [r[0] for r in conn.execute(q + " ORDER BY id DESC LIMIT 8", (session, kind)).fetchall()]
 
-    return {"goal": (goal[0][:400] if goal else None), "decisions": texts("decision", False),
+    return {"goal": (goal[:400] if goal else None), "decisions": texts("decision", False),
             "constraints": texts("constraint", False), "pending": texts("pending", True)}

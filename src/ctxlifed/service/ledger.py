@@ -245,9 +245,9 @@ def _new_decisions(project: str, conn: sqlite3.Connection) -> tuple[list[tuple],
 
 def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connection) -> dict[str, Any]:
     win = (session, start - 0.001, end + 0.001)
-    goal_row = conn.execute(
-        "SELECT text FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'prompt' ORDER BY id LIMIT 1",
-        win).fetchone()
+    from .compaction import session_goal
+
+    goal_text = session_goal(conn, session, end + 0.001)
     done = conn.execute(  # the 12 most important, shown in time order
         "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
         " AND kind IN ('code_change', 'tool', 'test_result', 'error', 'assistant')"
@@ -264,7 +264,7 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     pending = conn.execute(
         "SELECT text FROM items WHERE session = ? AND kind = 'pending' AND status = 'open' ORDER BY id DESC LIMIT 12",
         (session,)).fetchall()
-    goal = goal_row[0] if goal_row else ""
+    goal = goal_text or ""
     if estimate_tokens(goal) > 200:
         goal = goal[:800] + "…"
     ids = sorted({r[0] for r in done} | {r[0] for r in tests})
