@@ -20,6 +20,8 @@ Rules:
   :data:`MATCH` (0.6), or the evidence's by the item at :data:`MATCH_BACK` (0.8); either side needs a
   weight of at least :data:`MIN_WEIGHT`. A choice is settled at :data:`SETTLE` (0.5). Quiet beats busy:
   an item that matches nothing stays open.
+- :func:`render_pending_list` (``ctxlifectl pending``): current items, then stale ones, then (when
+  asked) closed ones with how they closed; each line names the ``#N`` that ``--resolve N`` takes.
 - Stale (:func:`is_stale`): an open item not touched (created or restated) for ``stale_phases`` phase
   switches or ``stale_sessions`` later sessions of its project (0 disables a limit). Stale items are
   listed as stale, never as current (injections, focus lines, the must-survive set leave them out).
@@ -35,7 +37,8 @@ import msgspec
 from ctxlifed.core.classify import is_question
 from ctxlifed.core.mustsurvive import coverage
 
-__all__ = ["MATCH", "ROUTES", "Evidence", "closing", "done_statements", "is_stale", "test_names"]
+__all__ = ["MATCH", "ROUTES", "Evidence", "closing", "done_statements", "is_stale", "render_pending_list",
+           "test_names"]
 
 ROUTES = ("todo", "decision", "test", "todo_line", "user", "ctl", "ledger")
 MATCH = 0.6
@@ -174,3 +177,34 @@ def closing(items: Iterable[tuple[int, str]], ev: Evidence) -> list[tuple[int, s
 def is_stale(phases_since: int, sessions_since: int, *, stale_phases: int, stale_sessions: int) -> bool:
     """Whether an open item untouched for that many phase switches / later sessions is stale."""
     return (stale_phases > 0 and phases_since >= stale_phases) or (stale_sessions > 0 and sessions_since >= stale_sessions)
+
+
+def _line(text: str, limit: int = 200) -> str:
+    t = " ".join((text or "").split())
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def render_pending_list(items: Sequence[object], *, ctl: str, resolved: int | None = None) -> str:
+    """The listing of ``ctxlifectl pending`` (items: views with id, text, status, stale, resolution)."""
+    cur = [i for i in items if getattr(i, "status", "") == "open" and not getattr(i, "stale", False)]
+    stale = [i for i in items if getattr(i, "status", "") == "open" and getattr(i, "stale", False)]
+    closed = [i for i in items if getattr(i, "status", "") != "open"]
+    out: list[str] = []
+    if resolved is not None:
+        out.append(f"Closed #{resolved}.")
+    if not (cur or stale or closed):
+        out.append("No open pending items.")
+        return "\n".join(out)
+    if cur:
+        out.append(f"Pending ({len(cur)}):")
+        out += [f"- #{getattr(i, 'id')} {_line(getattr(i, 'text'))}" for i in cur]
+    if stale:
+        out.append(f"Stale, untouched for a while ({len(stale)}):")
+        out += [f"- #{getattr(i, 'id')} {_line(getattr(i, 'text'))}" for i in stale]
+    if closed:
+        out.append(f"Closed ({len(closed)}):")
+        out += [f"- #{getattr(i, 'id')} {_line(getattr(i, 'text'))} ({getattr(i, 'resolution', None) or 'resolved'})"
+                for i in closed]
+    if cur or stale:
+        out.append(f"Close one: {ctl} pending --resolve N")
+    return "\n".join(out)

@@ -1,8 +1,9 @@
 """Compaction survival: accounting, the /compact simulator, the must-survive set and its diff.
 
 Rules:
-- PreCompact records the must-survive set (phase, its goal, decisions, constraints, failing tests,
-  pending items, active files) with stable ids, before Claude Code compacts.
+- PreCompact records the must-survive set (phase, the session's goal, decisions, constraints, failing
+  tests by id and first error line, open pending items that are not stale, active files) with stable
+  ids, before Claude Code compacts.
 - The diff is made at PostCompact from its ``compact_summary`` (the transcript gets the summary only
   after PostCompact ran). What Claude Code re-attaches itself (root CLAUDE.md and unscoped rules
   re-read from disk, recent files, skills within 5k/25k) and what ctxlifed already injected at
@@ -77,8 +78,9 @@ def survival(st: SessionState) -> dict[str, Any]:
 
 
 async def record_must_survive(svc: Service, st: SessionState, now: float) -> None:
-    data = await svc.readers.run(partial(_must_survive_rows, st.session, st.project, st.phase_started))
-    failing = _failing_tests(st.tests)
+    data = await svc.readers.run(partial(_must_survive_rows, st.session, st.project, st.phase_started,
+                                         is_stale=svc.is_stale))
+    failing = failing_tests(st)
     active = list(reversed(st.files_touched[-5:]))
     st.must_survive = MS.build(phase=st.phase.phase, goal=data["goal"], decisions=data["decisions"],
                                constraints=data["constraints"], failing_tests=failing, pending=data["pending"],
@@ -86,7 +88,15 @@ async def record_must_survive(svc: Service, st: SessionState, now: float) -> Non
     st.pre_compact_tokens = st.context_tokens
 
 
-def _failing_tests(tests: list[str]) -> list[str]:
+def failing_tests(st: SessionState) -> list[str]:
+    """What is red now: each failing test by its id and first error line (``testfail``), newest run
+    first; a failing command whose output named no test, by its command."""
+    out = [f"{tid} — {err}" if err else tid for _cmd, tid, err in reversed(st.failing)]
+    named = {cmd for cmd, _tid, _err in st.failing}
+    return out + [cmd for cmd in _failing_commands(st.tests) if cmd[:500] not in named]
+
+
+def _failing_commands(tests: list[str]) -> list[str]:
     """Commands whose latest run failed."""
     last: dict[str, bool] = {}
     for line in tests:
@@ -183,12 +193,15 @@ def _set_post_tokens(rid: int, post: int, conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE compactions SET report = ? WHERE id = ?", (_enc.encode(rep), rid))
 
 
-def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection) -> dict[str, Any]:
+def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection, *,
+                       is_stale: Any = None) -> dict[str, Any]:
     goal = session_goal(conn, session)
 
     def texts(kind: str, open_only: bool) -> list[str]:
         q = "SELECT text FROM items WHERE session = ? AND kind = ?" + (" AND status = 'open'" if open_only else "")
         return [r[0] for r in conn.execute(q + " ORDER BY id DESC LIMIT 8", (session, kind)).fetchall()]
 
+    pending = [r["text"] for r in queries.pending_items(conn, project=project, session=session, limit=32)
+               if not (is_stale and is_stale(r))][:8]  # open and current: closed and stale items never survive
     return {"goal": (goal[:400] if goal else None), "decisions": texts("decision", False),
-            "constraints": texts("constraint", False), "pending": texts("pending", True)}
+            "constraints": texts("constraint", False), "pending": pending}
