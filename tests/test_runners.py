@@ -164,3 +164,17 @@ def test_a_passing_run_that_covers_the_failure_clears_it() -> None:
 @pytest.mark.parametrize("text", ["", "3 passed in 0.1s", "Ran 2 tests in 0.001s\n\nOK", "ok  \texample.com/calc\t0.002s"])
 def test_passing_or_empty_output_names_no_failing_test(text: str) -> None:
     assert failing_tests(text) == []
+
+
+@pytest.mark.parametrize("runner", ["maven", "dotnet test", "mocha", "rspec"])
+def test_a_piped_failing_run_is_an_error_in_recall(daemon, runner: str) -> None:
+    """Through the daemon: a failing run whose exit code a pipe hid (PostToolUse, not a failure) is
+    still a failed test run: ``recall type:error <test name>`` finds it, its summary names the test."""
+    from test_engine import Session
+
+    cmd, fname, ids, name = RUNNERS[runner]
+    s = Session(daemon, sid="7e000000-0000-0000-0000-00000000000" + str(list(RUNNERS).index(runner) % 10))
+    s.tool("Bash", {"command": f"{cmd} 2>&1 | tail -40"}, {"stdout": (DATA / fname).read_text(), "stderr": ""})
+    word = name.split(".")[-1].split(" ")[-1]
+    hits = s.recall(f"type:error {word}")["hits"]
+    assert hits and hits[0]["summary"].startswith("[test_result FAILED]") and ids[0] in hits[0]["summary"]
