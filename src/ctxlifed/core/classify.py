@@ -3,13 +3,29 @@
 Rules:
 - Pure: no I/O, no clock (``now`` is passed in). Regexes are compiled at import; text is scanned only
   in its first and last :data:`SCAN_HEAD` / :data:`SCAN_TAIL` characters.
-- :func:`detect_facts` finds lines/sentences that are pending items (TODO, FIXME, next step, pending,
-  still need to, ``- [ ]``, 待办, 待定, 未解决, 下一步, 还没决定 ...), decisions (we decided, decision:,
-  let's go with, we will use, chose X over Y, we switched / moved / migrated / replaced ..., let's switch
-  to, 决定, 决策, 采用, 选用, 选择了, 改用, 换成, 切换到 ...) or constraints (must,
-  must not, never, always, do not, required, 必须, 不要, 禁止, 不能, 约束 ...), checked in that order (so
-  "还没决定" is pending, not a decision). Fenced code is skipped; at most :data:`MAX_FACTS` facts of at
-  most :data:`MAX_FACT_CHARS` characters each, deduplicated, in order of appearance.
+- :func:`detect_facts` finds sentences that are facts, one kind each (:func:`fact_kind`), checked in
+  the order pending -> decision -> constraint (so "还没决定" is pending, not a decision):
+  * pending: a label, not the bare word -- ``TODO:`` / ``FIXME:``, next step(s), ``Pending:``, still
+    pending, still need(s) to, open question/issue:, not (yet) decided, haven't decided, left to do,
+    ``- [ ]``, 待办, 待定, 待确认, 未解决, 下一步, 还没决定, 还需要 ...;
+  * decision: a choice made -- we decided, decided to, decision:, let's go with / use / pick, we'll
+    use / go with, we're going with, settled on, chose X over Y, opted for, use X instead of Y, we
+    switched / migrated / replaced, let's switch to, 决定, 采用, 选用, 选择了, 改用, 换成, 改为, 切换到,
+    就用, 定了 ... ("you decide", "up to you", 你来决定 hand the choice over: none);
+  * constraint: an obligation on the work -- modal must / must not (not the epistemic "must be a bug",
+    "must have been"), have to (not "has to do with"), shall, should never/always, "we never/always",
+    never / always / do not / don't / avoid / make sure / ensure at the start of a clause (not followed
+    by a third-person verb: "never calls" describes), is required / forbidden / not allowed, 必须, 务必,
+    一定要, 千万, 切勿, 禁止, 严禁, 不得, 不允许, 只能, 不要, 不能 (not a capability: 不能处理), 别 at a
+    clause start. A description ("The tests never touch Redis directly") is not a constraint.
+  A question (:func:`is_question`: ends with ? / ？ / 吗 / 呢, or holds 要不要, 能不能, 是否, 可不可以 ...)
+  is never a decision or a constraint, and a pending item only with an explicit label. Fenced code is
+  skipped; at most :data:`MAX_FACTS` facts of at most :data:`MAX_FACT_CHARS` characters each,
+  deduplicated, in order of appearance.
+- :func:`is_substantive` / :func:`pick_goal`: the goal is the first prompt that states a task, not an
+  acknowledgement or a bare hand-off ("go ahead", "Good plan. Go ahead and implement it.", 好的，开始吧)
+  nor a slash command: at least :data:`GOAL_MIN_WORDS` words (a CJK character counts half) remain
+  once acknowledgement and hand-off words are cut.
 - :func:`priority` / :func:`categorize` read the kind x phase table :data:`TABLE` (rows: an element's
   kind, with TOOL split into exploration (Read/Grep/Glob/WebSearch/WebFetch), Bash, and other tools, and
   a failed tool call or edit read as an error). It honours the phase table of the design:
