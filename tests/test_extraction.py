@@ -52,6 +52,8 @@ CASES: list[tuple[str, Kind | None]] = [
     ("Use anyio instead of asyncio.", D),
     ("We switched to msgspec for speed.", D),
     ("We moved the helper to utils.py.", None),  # an action, not a choice
+    ("I'll use a dict for the lookup here.", None),  # a step of the work, not a project decision
+    ("I'll go with option B.", D),
     ("我们决定用 SQLite。", D),
     ("那就用 8080 端口", D),
     ("你来决定吧", None),

@@ -149,7 +149,8 @@ _PENDING_RE = re.compile(
 _DECISION_RE = re.compile(
     r"\bwe(?:'ve|\s+have)?\s+decided\b|\b(?:i|we)\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]"
     r"|\blet'?s\s+(?:go\s+with|use|pick|adopt|stick\s+with)\b"
-    r"|\b(?:we|i)(?:'ll|\s+will|'re\s+going\s+to|\s+are\s+going\s+to|\s+am\s+going\s+to)\s+(?:use|go\s+with|adopt|stick\s+with)\b"
+    r"|\bwe(?:'ll|\s+will|'re\s+going\s+to|\s+are\s+going\s+to)\s+(?:use|go\s+with|adopt|stick\s+with)\b"
+    r"|\bi(?:'ll|\s+will|'m\s+going\s+to|\s+am\s+going\s+to)\s+(?:go\s+with|adopt|stick\s+with)\b"
     r"|\b(?:we're|we\s+are|i'm|i\s+am)\s+going\s+with\b|\bsettled\s+on\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
     r"|\bopted\s+for\b|\bgo\s+with\b.{1,60}?\binstead\s+of\b|\buse\b.{1,60}?\binstead\s+of\b"
     r"|\bwe(?:'ve|\s+have)?\s+(?:now\s+)?(?:switched|migrated|replaced)\b"
