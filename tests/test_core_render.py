@@ -228,7 +228,7 @@ def test_session_start_lists_are_bounded_by_count() -> None:
     )
     out = render_session_start(d, 10_000, now=NOW, ctl=CTL)
     assert (10, 12) == (out.count("\n- p"), out.count("\n- #"))
-    assert f"- … 5 more: {CTL} recall type:pending" in out
+    assert f"- … 5 more: {CTL} pending" in out
     assert f"- … 8 more: {CTL} recall timeline / type:<t>" in out
 
 
