@@ -46,6 +46,7 @@ Rules:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import math
 import posixpath
@@ -71,6 +72,7 @@ __all__ = [
     "carried",
     "compaction_report",
     "coverage",
+    "source",
     "diff",
     "item_id",
     "plan_reinjection",
@@ -301,8 +303,10 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+@functools.lru_cache(maxsize=2048)
 def _sig_tokens(text: str) -> dict[tuple[str, str], int]:
-    """Significant tokens of an item: {(type, token): weight}; type in code / word / cjk."""
+    """Significant tokens of an item: {(type, token): weight}; type in code / word / cjk. Cached (an
+    item is compared with many texts): callers only read the dict."""
     t = unicodedata.normalize("NFKC", text)
     out: dict[tuple[str, str], int] = {}
     for m in _LATIN_RE.finditer(t):
@@ -356,6 +360,11 @@ class _Source:
 
     def has_word(self, w: str) -> bool:
         return w in self.words
+
+
+def source(text: str) -> _Source:
+    """``text`` indexed once for many :func:`coverage` calls against it."""
+    return _Source(text)
 
 
 def coverage(text: str, source: str | _Source) -> tuple[float, int]:

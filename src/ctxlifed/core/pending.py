@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 import msgspec
 
 from ctxlifed.core.classify import is_question
-from ctxlifed.core.mustsurvive import coverage
+from ctxlifed.core.mustsurvive import coverage, source
 
 __all__ = ["MATCH", "ROUTES", "Evidence", "closing", "done_statements", "is_stale", "render_pending_list",
            "test_names"]
@@ -45,7 +46,7 @@ MATCH = 0.6
 MATCH_BACK = 0.8
 SETTLE = 0.5
 MIN_WEIGHT = 2
-MAX_EVIDENCE = 64
+MAX_EVIDENCE = 16  # texts of each kind of evidence checked per event
 
 
 class Evidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,19 +117,28 @@ def test_names(text: str) -> list[str]:
 test_names.__test__ = False  # type: ignore[attr-defined]  # not a pytest test when imported
 
 
+@lru_cache(maxsize=1024)
+def _src(text: str) -> object:
+    return source(text)
+
+
 def _matches(item: str, evidence: str) -> bool:
-    cov, total = coverage(item, evidence)
+    cov, total = coverage(item, _src(evidence))  # type: ignore[arg-type]
     if total >= MIN_WEIGHT and cov >= MATCH:
         return True
-    back, btotal = coverage(evidence, item)
+    back, btotal = coverage(evidence, _src(item))  # type: ignore[arg-type]
     return btotal >= MIN_WEIGHT and back >= MATCH_BACK
 
 
-def _settles(item: str, decision: str) -> bool:
+def _choice_subject(item: str) -> str | None:
+    """The subject of an open choice (the item with its asking words cut), None when it is no choice."""
     if not (_OPEN_CHOICE_RE.search(item) or is_question(item)):
-        return False
-    subject = _ASK_RE.sub(" ", item)
-    cov, total = coverage(subject, decision)
+        return None
+    return _ASK_RE.sub(" ", item)
+
+
+def _settles(subject: str, decision: str) -> bool:
+    cov, total = coverage(subject, _src(decision))  # type: ignore[arg-type]
     return total >= 1 and cov >= SETTLE
 
 
@@ -156,18 +166,21 @@ def closing(items: Iterable[tuple[int, str]], ev: Evidence) -> list[tuple[int, s
         return []
     out: list[tuple[int, str]] = []
     passed_text = ev.passed_text[:200_000]
+    todos, decisions, done = (ev.completed_todos[:MAX_EVIDENCE], ev.decisions[:MAX_EVIDENCE],
+                              ev.done[:MAX_EVIDENCE])
     for iid, text in items:
         route = None
-        if any(_matches(text, t) for t in ev.completed_todos[:MAX_EVIDENCE]):
+        if todos and any(_matches(text, t) for t in todos):
             route = "todo"
-        elif any(_settles(text, d) for d in ev.decisions[:MAX_EVIDENCE]):
+        elif decisions and (subject := _choice_subject(text)) is not None and any(
+                _settles(subject, d) for d in decisions):
             route = "decision"
         elif (names := test_names(text)) and (
                 any(n in ev.passed_tests for n in names) or any(_word_in(n, passed_text) for n in names if passed_text)):
             route = "test"
         elif ev.edits and _todo_gone(text, ev.edits[:MAX_EVIDENCE]):
             route = "todo_line"
-        elif any(_matches(text, d) for d in ev.done[:MAX_EVIDENCE]):
+        elif done and any(_matches(text, d) for d in done):
             route = "user"
         if route is not None:
             out.append((iid, route))

@@ -954,7 +954,7 @@ class Service:
 
 
 PASSED_TEXT_CHARS = 16 * 1024  # of a passing run's output searched for the test names of pending items
-OPEN_ITEMS_CHECKED = 500  # newest open items of a project checked against one event's evidence
+OPEN_ITEMS_CHECKED = 200  # newest open items of a project checked against one event's evidence
 
 
 def _covers(success_cmd: str, failure_cmd: str) -> bool:
