@@ -36,6 +36,10 @@ CASES: list[tuple[str, Kind | None]] = [
     ("接口不能改。", C),
     ("别改数据库结构", C),
     ("这个函数不能处理空输入。", None),
+    ("表里有一千万条记录。", None),  # 千万 as a number
+    ("千万不要删除迁移文件。", C),
+    ("不一定要用 Redis。", None),
+    ("别的模块也会调用它。", None),  # 别的: "other"
     # questions oblige and decide nothing
     ("Should we use Redis or Postgres?", None),
     ("Must we keep Python 3.8 support?", None),

@@ -174,9 +174,9 @@ _CONSTRAINT_RE = re.compile(
     r"|happens|works|seems|fails|contains|includes|calls|runs|used|been)\b)"
     r"|\b(?:is|are|be)\s+(?:required|mandatory|forbidden|prohibited|not\s+allowed)\b|\brequired\s+to\b"
     r"|\bnot\s+allowed\s+to\b|\bunder\s+no\s+circumstances\b"
-    r"|必须|务必|一定要|千万|切勿|禁止|严禁|不得|不允许|不准|只能|不可以|约束\s*[:：]"
+    r"|必须|务必|(?<!不)一定要|千万(?:不要|别|不能|要)|切勿|禁止|严禁|不得(?!了)|不允许|不准|只能|不可以|约束\s*[:：]"
     r"|(?<!要)不要(?!紧)|(?<!能)不能(?!确定|理解|保证|处理|识别|解析|运行|工作|正常|连接|找到|打开|启动|编译|通过|加载|读取)"
-    r"|(?:^|[，,；;：:])\s*别",
+    r"|(?:^|[，,；;：:])\s*别(?!的|人|名|处|称|致|说)",
     re.I,
 )
 # A question asks; it obliges or decides nothing (要不要 / 能不能 contain 不要 / 不能).
