@@ -37,8 +37,7 @@ def test_each_route_closes_its_item_and_only_it(daemon: Any) -> None:
     assert len(_open(daemon, s)) == 7
 
     # TodoWrite marks a todo completed.
-    s.tool("TodoWrite", {"todos": [{"content": "Add the --json flag to the status command", "status": "completed"},
-                                   {"content": "Benchmark something else", "status": "pending"}]})
+    s.tool("TodoWrite", {"todos": [{"content": "Add the --json flag to the status command", "status": "completed"}]})
     # A later decision settles the open choice.
     s.prompt("We decided to use SQLite as the store for the buckets.")
     # The failing test it names passes.
@@ -123,3 +122,15 @@ def test_a_ticked_checkbox_in_the_ledger_page_closes_the_item(daemon: Any) -> No
     page.write_text(text.replace("- [ ] write the rollback script", "- [x] write the rollback script"))
     eventually(lambda: _closed(daemon, s).get("write the rollback script") == "ledger", timeout=30)
     assert list(_open(daemon, s)) == ["pick the schema version table name"]
+
+
+def test_todowrite_todos_are_pending_items_until_completed(daemon: Any) -> None:
+    s = Session(daemon, sid="9e000000-0000-0000-0000-000000000007")
+    todos = [{"content": "Add the bucket store", "status": "in_progress", "activeForm": "Adding the bucket store"},
+             {"content": "Wire the limiter into upload()", "status": "pending", "activeForm": "Wiring"}]
+    s.tool("TodoWrite", {"todos": todos})
+    assert set(_open(daemon, s)) == {"Add the bucket store", "Wire the limiter into upload()"}
+    todos[0]["status"], todos[1]["status"] = "completed", "in_progress"
+    s.tool("TodoWrite", {"todos": todos})
+    assert list(_open(daemon, s)) == ["Wire the limiter into upload()"]
+    assert _closed(daemon, s) == {"Add the bucket store": "todo"}

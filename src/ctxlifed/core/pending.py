@@ -3,6 +3,8 @@
 Rules:
 - Pure: no I/O, no clock. The service gathers the evidence of one event (:class:`Evidence`) and the
   open items of the project, and :func:`closing` says which items close and why; the store records it.
+- Items come from the facts of prompts and assistant text (``classify.detect_facts``) and from the open
+  todos of a TodoWrite call (pending / in progress; the service stores them).
 - An item closes on evidence, each route checked on its own (:data:`ROUTES` names them):
   * ``todo``     -- TodoWrite marks a todo ``completed`` whose text matches the item;
   * ``decision`` -- a later decision settles an open choice: the item asks or leaves a choice open

@@ -437,6 +437,11 @@ class Service:
                 for kind, text in classify.detect_facts(el.text):
                     facts.append(Element(uid=f"{el.uid}:fact:{len(facts)}", kind=kind, text=text, ts=now,
                                          tokens=estimate_tokens(text)))
+        # The to-do list Claude keeps (TodoWrite): each open todo is a pending item; a completed one
+        # closes it (_closing_evidence).
+        for i, text in enumerate(_open_todos(event, payload)):
+            facts.append(Element(uid=f"{s(payload.get('tool_use_id')) or now}:todo:{i}", kind=Kind.PENDING, text=text,
+                                 ts=now, tokens=estimate_tokens(text)))
 
         closing = _closing_evidence(event, payload, facts, passed_tests, passed_text)
 
@@ -962,6 +967,22 @@ def _covers(success_cmd: str, failure_cmd: str) -> bool:
     if success_cmd == failure_cmd:
         return True
     return LS.covers(LS.target_of("Bash", success_cmd), LS.target_of("Bash", failure_cmd))
+
+
+MAX_TODOS = 16  # open todos of one TodoWrite call kept as pending items
+
+
+def _open_todos(event: str, payload: dict[str, Any]) -> list[str]:
+    """The todos a main-agent TodoWrite call lists as not completed (one line each, bounded)."""
+    if event != "PostToolUse" or s(payload.get("agent_id")) or s(payload.get("tool_name")) != "TodoWrite":
+        return []
+    todos = d(payload.get("tool_input")).get("todos")
+    out = []
+    for t in todos if isinstance(todos, list) else []:
+        if isinstance(t, dict) and t.get("status") in ("pending", "in_progress") and s(t.get("content")).strip():
+            text = " ".join(s(t.get("content")).split())
+            out.append(text if len(text) <= classify.MAX_FACT_CHARS else text[: classify.MAX_FACT_CHARS - 1] + "…")
+    return out[:MAX_TODOS]
 
 
 def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], passed_tests: list[str],
