@@ -14,6 +14,7 @@ ITEMS = [
     (5, "还没决定用哪个端口"),
     (6, "We still need to add the --json flag"),
     (7, "Next step: test the parser"),
+    (8, "Not decided: how to shard the index"),
 ]
 
 
@@ -22,6 +23,7 @@ ITEMS = [
     (Evidence(decisions=("We decided to use SQLite as the session store.",)), [(2, "decision")]),
     (Evidence(decisions=("端口决定用 8080",)), [(5, "decision")]),
     (Evidence(decisions=("We decided to use SQLite.",)), []),  # another subject settles nothing
+    (Evidence(decisions=("We decided to shard the logs by day.",)), []),  # half the subject is not enough
     (Evidence(passed_text="pytest tests/test_calc.py::test_add_negative\n1 passed"), [(3, "test")]),
     (Evidence(passed_tests=("tests/test_calc.py::test_add_negative",)), [(3, "test")]),
     (Evidence(passed_text="pytest -q tests/test_other.py\n3 passed"), []),

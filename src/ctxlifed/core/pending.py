@@ -20,7 +20,7 @@ Rules:
 - Matching is :func:`~ctxlifed.core.mustsurvive.coverage` of significant tokens (code-like tokens weigh
   double; stopwords and fact markers ignored; CJK bigrams): the item's tokens covered by the evidence at
   :data:`MATCH` (0.6), or the evidence's by the item at :data:`MATCH_BACK` (0.8); either side needs a
-  weight of at least :data:`MIN_WEIGHT`. A choice is settled at :data:`SETTLE` (0.5). Quiet beats busy:
+  weight of at least :data:`MIN_WEIGHT`. A choice is settled at :data:`SETTLE` (0.6). Quiet beats busy:
   an item that matches nothing stays open.
 - :func:`render_pending_list` (``ctxlifectl pending``): current items, then stale ones, then (when
   asked) closed ones with how they closed; each line names the ``#N`` that ``--resolve N`` takes.
@@ -46,7 +46,7 @@ __all__ = ["MATCH", "ROUTES", "Evidence", "closing", "done_statements", "is_stal
 ROUTES = ("todo", "decision", "test", "todo_line", "user", "ctl", "ledger")
 MATCH = 0.6
 MATCH_BACK = 0.8
-SETTLE = 0.5
+SETTLE = 0.6
 MIN_WEIGHT = 2
 MAX_EVIDENCE = 16  # texts of each kind of evidence checked per event
 
