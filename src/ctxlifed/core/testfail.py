@@ -39,7 +39,6 @@ _PREFIX_RE = re.compile(r"^(?:\[(?:ERROR|INFO|WARNING)\]\s+|[\w.-]+:\s+(?=FAILED
 _PYTEST_RE = re.compile(r"^(?:FAILED|ERROR)\s+(\S+?\.py(?:::\S+)?)(?:\s+-\s+(.*))?$")
 _PYTEST_V_RE = re.compile(r"^(\S+\.py::\S+)\s+(?:FAILED|ERROR)\b")
 _UNITTEST_RE = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+?)(?:\.\1)?\)")
-_UNITTEST_V_RE = re.compile(r"^(\w+) \(([\w.]+?)(?:\.\1)?\)(?: \.\.\.|\n).*\b(?:FAIL|ERROR)$")
 _GO_RE = re.compile(r"^\s*--- FAIL: (\S+)")
 _CARGO_RE = re.compile(r"^test (\S+) \.\.\. FAILED\s*$")
 _NEXTEST_RE = re.compile(r"^\s*(?:FAIL|SIGSEGV|SIGABRT|TIMEOUT) \[\s*[\d.]+s\]\s+(?:\(\s*\d+/\d+\)\s+)?(?:\S+\s+)?(\S+::\S+|\S+)$")
