@@ -18,6 +18,9 @@ Rules:
 - Texts for the model name ctxlifectl as ``runtime.ctl.ctl_command()`` (passed to the pure renderers);
   their figures come from the same Budget that ``status`` reports. A SessionStart briefing is kept
   (``last_briefing``): a resume gets only what differs from what the context already holds.
+- Pending items close on the evidence of the event that brings it (core/pending.py), in that event's
+  writer job; only open items that are not stale are injected (SessionStart, the /compact focus line,
+  the must-survive set). TodoWrite's open todos are pending items.
 - SessionStart(compact) lists only what the window held (prompts and transcript elements), each
   with its L1 summary; ctxlifed's own rows (facts, ledgers, lessons) never were in the window.
 """
