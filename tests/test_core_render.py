@@ -227,7 +227,7 @@ def test_session_start_lists_are_bounded_by_count() -> None:
     )
     out = render_session_start(d, 10_000, now=NOW, ctl=CTL)
     assert (10, 6) == (out.count("\n- p"), out.count("\n- #"))
-    assert f"- … 5 more: {CTL} recall type:pending" in out
+    assert f"- … 5 more: {CTL} pending" in out
     assert f"- … 14 more: {CTL} recall timeline / type:<t>" in out
 
 

@@ -265,7 +265,7 @@ def test_module_is_pure(module: str) -> None:
         for a in n.names
     }
     allowed = {"__future__", "re", "math", "datetime", "typing", "collections.abc", "hashlib", "posixpath",
-               "unicodedata", "msgspec", "ctxlifed.core.model", "ctxlifed.core.survival",
+               "unicodedata", "functools", "msgspec", "ctxlifed.core.model", "ctxlifed.core.survival",
                "ctxlifed.core.transcript"}  # fmt: skip
     assert imported <= allowed
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}

@@ -123,17 +123,20 @@ def test_every_printed_id_resolves_to_the_item_it_describes(daemon: Any) -> None
     assert r.returncode == 0 and r.stdout.startswith(f"# #{item['id']} · lesson") and "csvparse.py" in r.stdout
 
     # Ledger page and decision log: every #N is an item of this session, as described.
-    daemon.call("phase.set", {"session": s.sid, "phase": "implementation"})
+    # Read -> failing run -> edit leaves planning for implementation (phase 1 -> 2); testing closes phase 2.
+    daemon.call("phase.set", {"session": s.sid, "phase": "testing"})
     mem = s.project / "docs" / "memory"
-    eventually(lambda: (mem / "decisions.md").exists() and any((mem / "sessions" / s.sid).glob("phase-1-*.md")))
-    page = next((mem / "sessions" / s.sid).glob("phase-1-*.md")).read_text()
-    done = page.split("## What was done\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    eventually(lambda: (mem / "decisions.md").exists() and any((mem / "sessions" / s.sid).glob("phase-2-*.md")))
+    pages = [next((mem / "sessions" / s.sid).glob(f"phase-{n}-*.md")).read_text() for n in (1, 2)]
+    page = pages[0]
+    done = [ln for pg in pages for ln in pg.split("## What was done\n\n", 1)[1].split("\n\n", 1)[0].splitlines()]
     shown = [(m.group(1), int(m.group(2))) for ln in done if (m := re.match(r"- (.*) \[L2 #(\d+)\]$", ln))]
     assert len(shown) == len(done) >= 4
+    shown = list(dict.fromkeys(shown))  # the switching edit closes phase 1 and opens phase 2: on both pages
     items = [_resolve(daemon, n) for _s, n in shown]
     assert [summary for summary, _n in shown] == [" ".join(it["summary"].split()) for it in items]
     assert [it["kind"] for it in items] == ["tool", "test_result", "code_change", "test_result"]  # in time order
-    tests = page.split("## Test results\n\n", 1)[1].split("\n\n", 1)[0]
+    tests = "".join(pg.split("## Test results\n\n", 1)[1].split("\n\n", 1)[0] for pg in pages)
     assert tests.index("FAILED") < tests.index("passed")  # in time order too
     refs = [int(x) for x in re.findall(r"#(\d+)", page.split("## L2 references", 1)[1])]
     assert refs and all(_resolve(daemon, n)["kind"] in ("code_change", "tool", "test_result", "error", "assistant")

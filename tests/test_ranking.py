@@ -204,7 +204,7 @@ def test_migration_0011_indexes_the_identifier_words_of_an_old_store(tmp_path: P
     old = conn.execute("SELECT rowid FROM archive_fts WHERE archive_fts MATCH '{text summary} : (lock timeout)'")
     assert old.fetchall() == [(3,)]  # the old index cannot see LockTimeout's words
     conn.execute("BEGIN IMMEDIATE")
-    assert schema.migrate(conn) == ["0011_fts_idents"]
+    assert schema.migrate(conn)[:1] == ["0011_fts_idents"]  # later migrations follow it
     conn.execute("COMMIT")
     assert [r[0] for r in conn.execute("SELECT idents FROM archive ORDER BY id")] == ["Lock Timeout", "", ""]
     assert set(_ids(conn, "lock", "timeout")) == {1, 3}

@@ -1,4 +1,4 @@
-"""ctxlifectl: status, recall, phase, forget, daemon control, Claude Code install, service, doctor.
+"""ctxlifectl: status, recall, phase, forget, pending, daemon control, Claude Code install, service, doctor.
 
 Rules:
 - Figures in ``status`` (percentages, token counts, levels) are formatted by ``core.figures``'
@@ -248,6 +248,17 @@ def cmd_lessons(ns: argparse.Namespace, sock: str) -> int:
     return 0
 
 
+def cmd_pending(ns: argparse.Namespace, sock: str) -> int:
+    params: dict[str, Any] = {"limit": ns.limit, "all": ns.all, "all_projects": ns.all_projects}
+    if ns.resolve is not None:
+        params["resolve"] = ns.resolve
+    if not ns.all_projects:
+        params["cwd"] = os.getcwd()
+    r = call(sock, "pending", params)
+    print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+    return 0
+
+
 def cmd_compactions(ns: argparse.Namespace, sock: str) -> int:
     params: dict[str, Any] = {"limit": ns.limit}
     if ns.session:
@@ -421,6 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-projects", action="store_true")
     p.add_argument("--limit", type=int, default=100)
     p.set_defaults(fn=cmd_lessons)
+
+    p = add("pending", "open pending items of this project (stale ones apart); --resolve N closes #N")
+    p.add_argument("--resolve", type=int, metavar="N", help="close the pending item shown as #N")
+    p.add_argument("--all", action="store_true", help="closed items too, with how they closed")
+    p.add_argument("--all-projects", action="store_true")
+    p.add_argument("--limit", type=int, default=100)
+    p.set_defaults(fn=cmd_pending)
 
     p = add("compactions", "per-compaction reports: tokens before/after, archived, kept, lost, re-injected")
     p.add_argument("--session")

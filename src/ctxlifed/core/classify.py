@@ -3,13 +3,29 @@
 Rules:
 - Pure: no I/O, no clock (``now`` is passed in). Regexes are compiled at import; text is scanned only
   in its first and last :data:`SCAN_HEAD` / :data:`SCAN_TAIL` characters.
-- :func:`detect_facts` finds lines/sentences that are pending items (TODO, FIXME, next step, pending,
-  still need to, ``- [ ]``, 待办, 待定, 未解决, 下一步, 还没决定 ...), decisions (we decided, decision:,
-  let's go with, we will use, chose X over Y, we switched / moved / migrated / replaced ..., let's switch
-  to, 决定, 决策, 采用, 选用, 选择了, 改用, 换成, 切换到 ...) or constraints (must,
-  must not, never, always, do not, required, 必须, 不要, 禁止, 不能, 约束 ...), checked in that order (so
-  "还没决定" is pending, not a decision). Fenced code is skipped; at most :data:`MAX_FACTS` facts of at
-  most :data:`MAX_FACT_CHARS` characters each, deduplicated, in order of appearance.
+- :func:`detect_facts` finds sentences that are facts, one kind each (:func:`fact_kind`), checked in
+  the order pending -> decision -> constraint (so "还没决定" is pending, not a decision):
+  * pending: a label, not the bare word -- ``TODO:`` / ``FIXME:``, next step(s), ``Pending:``, still
+    pending, still need(s) to, open question/issue:, not (yet) decided, haven't decided, left to do,
+    ``- [ ]``, 待办, 待定, 待确认, 未解决, 下一步, 还没决定, 还需要 ...;
+  * decision: a choice made -- we decided, decided to, decision:, let's go with / use / pick, we'll
+    use / go with, we're going with, settled on, chose X over Y, opted for, use X instead of Y, we
+    switched / migrated / replaced, let's switch to, 决定, 采用, 选用, 选择了, 改用, 换成, 改为, 切换到,
+    就用, 定了 ... ("you decide", "up to you", 你来决定 hand the choice over: none);
+  * constraint: an obligation on the work -- modal must / must not (not the epistemic "must be a bug",
+    "must have been"), have to (not "has to do with"), shall, should never/always, "we never/always",
+    never / always / do not / don't / avoid / make sure / ensure at the start of a clause (not followed
+    by a third-person verb: "never calls" describes), is required / forbidden / not allowed, 必须, 务必,
+    一定要, 千万, 切勿, 禁止, 严禁, 不得, 不允许, 只能, 不要, 不能 (not a capability: 不能处理), 别 at a
+    clause start. A description ("The tests never touch Redis directly") is not a constraint.
+  A question (:func:`is_question`: ends with ? / ？ / 吗 / 呢, or holds 要不要, 能不能, 是否, 可不可以 ...)
+  is never a decision or a constraint, and a pending item only with an explicit label. Fenced code is
+  skipped; at most :data:`MAX_FACTS` facts of at most :data:`MAX_FACT_CHARS` characters each,
+  deduplicated, in order of appearance.
+- :func:`is_substantive` / :func:`pick_goal`: the goal is the first prompt that states a task, not an
+  acknowledgement or a bare hand-off ("go ahead", "Good plan. Go ahead and implement it.", 好的，开始吧)
+  nor a slash command: at least :data:`GOAL_MIN_WORDS` words (a CJK character counts half) remain
+  once acknowledgement and hand-off words are cut.
 - :func:`priority` / :func:`categorize` / :func:`rank` read the category matrix (``core/matrix.py``,
   :data:`TABLE` is its default; a config override is passed as ``matrix``) (rows: an element's
   kind, with TOOL split into exploration (Read/Grep/Glob/WebSearch/WebFetch), Bash, and other tools, and
@@ -53,6 +69,10 @@ __all__ = [
     "categorize",
     "clip",
     "detect_facts",
+    "fact_kind",
+    "is_substantive",
+    "pick_goal",
+    "is_question",
     "plan_compression",
     "priority",
     "rank",
@@ -119,26 +139,56 @@ def sentences(text: str, limit: int = 400) -> list[str]:
 # --------------------------------------------------------------------------- facts
 
 _PENDING_RE = re.compile(
-    r"(?-i:\bTODO\b|\bFIXME\b)|\bnext\s+steps?\b|\bpending\b|\bstill\s+needs?\s+to\b"
-    r"|\bopen\s+(?:question|issue)s?\b|\bnot\s+(?:yet\s+)?(?:decided|resolved)\b"
+    r"(?-i:\bTODO\b|\bFIXME\b)\s*[:：(（-]|^\s*(?-i:TODO|FIXME)\b|\bnext\s+steps?\b|^\s*pending\s*[:：]"
+    r"|\bstill\s+pending\b|\bstill\s+(?:needs?|have|has)\s+to\b|\bopen\s+(?:question|issue)s?\s*[:：]"
+    r"|\bnot\s+(?:yet\s+)?(?:decided|resolved)\b|\b(?:haven'?t|have\s+not|hasn'?t|has\s+not)\s+(?:yet\s+)?decided\b"
+    r"|\bundecided\b|\bleft\s+to\s+do\b|\bremaining\s+(?:work|tasks?|items?)\s*[:：]"
     r"|^\s*[-*+]\s+\[\s\]\s"
-    r"|待办|待定|待确认|待决定|未解决|未决定|还没(?:有)?决定|尚未决定|下一步",
+    r"|待办|待定|待确认|待决定|未解决|未决定|还没(?:有)?决定|尚未决定|下一步|还需要|后续(?:要|需要)",
     re.I,
 )
+# A choice made: "we decided", "let's go with", "we'll use", "chose X over Y", "switched to" ...
 _DECISION_RE = re.compile(
-    r"\bwe(?:'ve|\s+have)?\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]|\blet'?s\s+go\s+with\b"
-    r"|\bwe(?:'ll|\s+will)\s+(?:use|go\s+with|adopt)\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
-    r"|\bopted\s+for\b"
-    r"|\bwe(?:'ve|\s+have)?\s+(?:now\s+)?(?:switched|moved|migrated|changed|replaced|reverted)\b"
+    r"\bwe(?:'ve|\s+have)?\s+decided\b|\b(?:i|we)\s+decided\b|\bdecided\s+to\b|\bdecision\s*[:：]"
+    r"|\blet'?s\s+(?:go\s+with|use|pick|adopt|stick\s+with)\b"
+    r"|\bwe(?:'ll|\s+will|'re\s+going\s+to|\s+are\s+going\s+to)\s+(?:use|go\s+with|adopt|stick\s+with)\b"
+    r"|\bi(?:'ll|\s+will|'m\s+going\s+to|\s+am\s+going\s+to)\s+(?:go\s+with|adopt|stick\s+with)\b"
+    r"|\b(?:we're|we\s+are|i'm|i\s+am)\s+going\s+with\b|\bsettled\s+on\b|\bwe\s+chose\b|\bchose\b.{1,80}?\bover\b"
+    r"|\bopted\s+for\b|\bgo\s+with\b.{1,60}?\binstead\s+of\b|\buse\b.{1,60}?\binstead\s+of\b"
+    r"|\bwe(?:'ve|\s+have)?\s+(?:now\s+)?(?:switched|migrated|replaced)\b"
     r"|\blet'?s\s+(?:switch|move|migrate)\s+to\b"
-    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用|改用|换成|改为|切换到|迁移到",
+    r"|决定|决策|采用|选用|(?:我们|最终)选择|选择了|选择使用|改用|换成|改为|切换到|迁移到|就用|定了|选定",
     re.I,
 )
+# "You decide" / "up to you" hands the choice over: no decision was made.
+_NOT_DECISION_RE = re.compile(r"\byou\s+decide\b|\bup\s+to\s+you\b|你(?:来)?决定|由你决定|你看着办", re.I)
+# An obligation on the work: modal must / shall / have to, an imperative never / always / do not at the
+# start of a clause, "is required" / "forbidden"; ZH 必须 / 不要 / 禁止 / 不能 / 务必 ... Not: epistemic
+# "must be a bug", descriptions ("The tests never touch Redis"), "has to do with".
+_CLAUSE = r"(?:^|[,;:—–]\s*|\b(?:and|but|so|then|also|please)\s+)"
 _CONSTRAINT_RE = re.compile(
-    r"\bmust(?:\s+not)?\b|\bmustn'?t\b|\bnever\b|\balways\b|\bdo\s+not\b|\brequired\b"
-    r"|\bforbidden\b|\bprohibited\b"
-    r"|必须|不要|禁止|不能|不得|务必|约束",
+    r"\bmust(?:\s+not|n'?t)?\b(?!\s+(?:have\s+(?:been|\w+(?:ed|en))|be\s+(?:a|an|the|because|due|why|that|"
+    r"something|somewhere|what|it|caused|coming|related|wrong|broken|fine)\b))"
+    r"|\b(?:has|have)\s+to\b(?!\s+do\s+with\b)|\bshall(?:\s+not|n'?t)?\b"
+    r"|\bshould\s+(?:never|always)\b|\bwe\s+(?:never|always)\b(?!\s+(?:got|get|had|have|see|saw|knew|know)\b)"
+    r"|" + _CLAUSE + r"(?:please\s+)?(?:never|always|do\s+not|don'?t|avoid|make\s+sure|be\s+sure\s+to|ensure)\b"
+    r"(?!\s+(?:worry|know|think|see|understand|mind|care|bother|returns|raises|is|are|was|were|has|had|gets"
+    r"|happens|works|seems|fails|contains|includes|calls|runs|used|been)\b)"
+    r"|\b(?:is|are|be)\s+(?:required|mandatory|forbidden|prohibited|not\s+allowed)\b|\brequired\s+to\b"
+    r"|\bnot\s+allowed\s+to\b|\bunder\s+no\s+circumstances\b"
+    r"|必须|务必|(?<!不)一定要|千万(?:不要|别|不能|要)|切勿|禁止|严禁|不得(?!了)|不允许|不准|只能|不可以|约束\s*[:：]"
+    r"|(?<!要)不要(?!紧)|(?<!能)不能(?!确定|理解|保证|处理|识别|解析|运行|工作|正常|连接|找到|打开|启动|编译|通过|加载|读取)"
+    r"|(?:^|[，,；;：:])\s*别(?!的|人|名|处|称|致|说)",
     re.I,
+)
+# A question asks; it obliges or decides nothing (要不要 / 能不能 contain 不要 / 不能).
+_QUESTION_RE = re.compile(
+    r"[?？]\s*[\"'”’)）]*\s*$|[吗呢嘛]\s*[。.!！]?\s*$"
+    r"|要不要|能不能|可不可以|是不是|需不需要|会不会|该不该|用不用|有没有|行不行|好不好|对不对|是否",
+)
+# An explicit pending label keeps a question as a pending item ("Open question: X?", "TODO: cache?").
+_PENDING_LABEL_RE = re.compile(
+    r"(?-i:\bTODO\b|\bFIXME\b)|\bopen\s+(?:question|issue)s?\s*[:：]|^\s*[-*+]\s+\[\s\]\s|待定|待确认|待决定", re.I
 )
 _FACT_RES: tuple[tuple[Kind, re.Pattern[str]], ...] = (
     (Kind.PENDING, _PENDING_RE),
@@ -152,6 +202,30 @@ _CHECKBOX_RE = re.compile(r"^\s*[-*+]\s+\[\s\]\s")
 def _fact_text(s: str) -> str:
     s = " ".join(s.split())
     return s if len(s) <= MAX_FACT_CHARS else s[: MAX_FACT_CHARS - 1] + "…"
+
+
+def is_question(sentence: str) -> bool:
+    """True when ``sentence`` asks (ends with ? / ？ / 吗 / 呢, or holds 要不要, 能不能, 是否 ...)."""
+    return bool(_QUESTION_RE.search(sentence.strip()))
+
+
+def fact_kind(sentence: str) -> Kind | None:
+    """The kind of fact one sentence states (pending, decision, constraint, checked in that order), or
+    None. A question is a pending item only with an explicit label (TODO, open question:, 待定); it is
+    never a decision or a constraint."""
+    bare = _MARKER_RE.sub("", sentence, count=1) if not _CHECKBOX_RE.match(sentence) else sentence
+    question = is_question(bare)
+    if question and not _PENDING_LABEL_RE.search(sentence):
+        return None
+    if _PENDING_RE.search(sentence) or (_PENDING_RE.search(bare) and not question):
+        return Kind.PENDING
+    if question:
+        return None
+    if _DECISION_RE.search(bare) and not _NOT_DECISION_RE.search(bare):
+        return Kind.DECISION
+    if _CONSTRAINT_RE.search(bare):
+        return Kind.CONSTRAINT
+    return None
 
 
 def detect_facts(text: str) -> list[tuple[Kind, str]]:
@@ -170,7 +244,7 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
             continue
         parts = [line] if _CHECKBOX_RE.match(line) else _SENT_SPLIT_RE.split(line)
         for part in parts:
-            kind = next((k for k, rx in _FACT_RES if rx.search(part)), None)
+            kind = fact_kind(part)
             if kind is None:
                 continue
             s = _fact_text(_MARKER_RE.sub("", part, count=1).strip().strip("*_").strip())
@@ -181,6 +255,41 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
             if len(out) >= MAX_FACTS:
                 return out
     return out
+
+
+# --------------------------------------------------------------------------- goal
+
+GOAL_MIN_WORDS = 3  # content words (or CJK characters / 2) a prompt needs beyond acknowledgements
+GOAL_SCAN = 2000
+# Acknowledgements and hand-offs that carry no task of their own ("Good plan. Go ahead and implement it.").
+_ACK_RE = re.compile(
+    r"\b(?:ok(?:ay)?|yes|yep|yeah|sure|thanks?(?:\s+you)?|great|good|nice|perfect|cool|fine|lgtm|sounds?\s+good"
+    r"|looks?\s+good(?:\s+to\s+me)?|good\s+(?:plan|idea|job|work)|great\s+(?:plan|idea|work)|agreed|approved"
+    r"|go\s+ahead(?:\s+and)?|go\s+for\s+it|do\s+it|proceed|continue|carry\s+on|keep\s+going|please|now|then"
+    r"|let'?s|let\s+us|start|begin|implement(?:ing)?|run|the|it|this|that|plan|design"
+    r"|changes?|tests?|code|and|with|as|proposed|suggested|planned|described|above|same|again|next|one)\b"
+    r"|好的?|好吧|可以|行|没问题|继续|开始|吧|了|按(?:这个|你的)?(?:计划|方案)|实现|照做|就这样|同意|谢谢|嗯|对",
+    re.I,
+)
+_SLASH_RE = re.compile(r"^\s*(?:/[\w.:-]+|!?\s*ctxlifectl\b)")
+_WORD_RE = re.compile(r"[A-Za-z][\w'-]*|\d+")
+_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def is_substantive(prompt: str) -> bool:
+    """True when a prompt states a task: not an acknowledgement or a bare hand-off ("go ahead",
+    "Good plan. Go ahead and implement it.", "好的，开始吧"), not a slash command."""
+    text = (prompt or "")[:GOAL_SCAN]
+    if not text.strip() or _SLASH_RE.match(text):
+        return False
+    rest = _ACK_RE.sub(" ", text)
+    words = len(_WORD_RE.findall(rest)) + len(_CJK_RE.findall(rest)) / 2
+    return words >= GOAL_MIN_WORDS
+
+
+def pick_goal(prompts: list[str]) -> str | None:
+    """The task's substantive request: the first substantive prompt (oldest first), else None."""
+    return next((p for p in prompts if is_substantive(p)), None)
 
 
 # --------------------------------------------------------------------------- table

@@ -60,6 +60,7 @@ TEST_COMMAND_RE = re.compile(
       | (?:go|cargo|deno|dotnet|mix|swift|zig|flutter|dart|bazel)\s+test
       | cargo\s+nextest
       | make\s+(?:-C\s+\S+\s+|-\S+\s+)*(?:test|check)[\w-]*
+      | just\s+(?:-\S+\s+)*(?:test|check)[\w-]*
       | (?:mvn|gradle|gradlew)\b.*?\btest
       | bundle\s+exec\s+(?:rspec|rake\s+test) | rake\s+test | rails\s+test
     )""" + _END,

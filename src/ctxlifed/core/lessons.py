@@ -53,6 +53,7 @@ Rules:
   Decisive line, first extractor that finds one: pytest summary ``FAILED|ERROR <node> - <msg>`` (a
   terminal-truncated ``msg...`` is completed from the matching ``E   `` line); unittest ``FAIL: x (y)``;
   go ``--- FAIL: TestX`` (+ its first message line); cargo ``test x ... FAILED``; jest/vitest ``●``;
+  any other runner's first failing test (:mod:`~ctxlifed.core.testfail`: ``FAILED <id> - <error>``);
   the last ``XError: msg`` line after a Python traceback; compiler lines (rustc ``error[E0432]: ..``,
   gcc/clang/mypy ``f:1:2: error: ..``, tsc ``error TS2304``, go ``f.go:1:2: ..``); ``npm ERR!`` /
   ``npm error``; the first ``XError: msg`` line (pytest ``E`` lines, node ``Error: Cannot find module``);
@@ -108,6 +109,7 @@ from ctxlifed.core.commands import (
     is_review_command,
     is_test_command,
 )
+from ctxlifed.core import testfail
 from ctxlifed.core.model import estimate_tokens
 from ctxlifed.core.redact import redact
 from ctxlifed.core.transcript import test_outcome
@@ -661,6 +663,9 @@ def _decisive_line(lines: list[str], tool: str) -> str | None:
     for ln in lines:
         if (m := _JEST_BULLET_RE.match(ln)) and "Test suite failed to run" not in m.group(1):
             return f"● {m.group(1)}"
+    if fails := testfail.failure_lines("\n".join(lines)):  # mocha, rspec, phpunit, dotnet, Maven, Gradle ...
+        tid, err = fails[0]
+        return f"FAILED {tid} - {err}" if err else f"FAILED {tid}"
     if (r := _exception_line(lines, after_traceback=True)) is not None:
         return r
     for ln in lines:

@@ -47,6 +47,7 @@ Rules:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import math
 import posixpath
@@ -72,6 +73,7 @@ __all__ = [
     "carried",
     "compaction_report",
     "coverage",
+    "source",
     "diff",
     "item_id",
     "plan_reinjection",
@@ -309,8 +311,10 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+@functools.lru_cache(maxsize=2048)
 def _sig_tokens(text: str) -> dict[tuple[str, str], int]:
-    """Significant tokens of an item: {(type, token): weight}; type in code / word / cjk."""
+    """Significant tokens of an item: {(type, token): weight}; type in code / word / cjk. Cached (an
+    item is compared with many texts): callers only read the dict."""
     t = unicodedata.normalize("NFKC", text)
     out: dict[tuple[str, str], int] = {}
     for m in _LATIN_RE.finditer(t):
@@ -364,6 +368,11 @@ class _Source:
 
     def has_word(self, w: str) -> bool:
         return w in self.words
+
+
+def source(text: str) -> _Source:
+    """``text`` indexed once for many :func:`coverage` calls against it."""
+    return _Source(text)
 
 
 def coverage(text: str, source: str | _Source) -> tuple[float, int]:

@@ -37,6 +37,10 @@ Rules:
   W_EXPLORE / (1 - DECAY) = MARGIN, so exploration alone never switches: planning and design are
   entered by command or handoff); three Edits in a row after planning reads reach implementation; three
   test runs in a row after edits reach testing, while edit/test/test debug loops stay in implementation;
+  from planning or design, edits and test runs form one streak of *work*: :data:`WORK_SUSTAIN_EVENTS`
+  material work events in a row, edits and test runs mixed, switch to implementation when the
+  implementation + testing scores lead the current phase by :data:`MARGIN` (Read -> failing test ->
+  Edit -> passing test is implementation, not planning);
   ExitPlanMode flips planning to implementation at once, but not a phase with evidence of its own.
 - Every switch is a :class:`PhaseSwitch` (time, from, to, cause, evidence) returned to the caller and
   kept in ``history`` (last :data:`HISTORY_MAX`). ``recent`` keeps the last :data:`RECENT_MAX` signals.
@@ -82,6 +86,9 @@ MARGIN = 4.0  # the challenger must lead the current phase by this much
 SUSTAIN_EVENTS = 3  # consecutive material events for the challenger
 MATERIAL_WEIGHT = 2  # a signal at least this heavy counts toward / breaks a streak
 STRONG_WEIGHT = 10  # one event this heavy for a phase may switch at once (still needs MARGIN)
+WORK_SUSTAIN_EVENTS = 2  # consecutive material work events (an edit among them) that leave planning/design
+_WORK = ("implementation", "testing")
+_BEFORE_WORK = ("planning", "design")
 
 W_EXPLORE = 1  # Read, Grep, Glob, WebSearch, WebFetch, read-only shell -> planning + design
 W_WEAK = 1  # build/install, doc edits, TodoWrite updates -> implementation
@@ -433,10 +440,17 @@ def observe(
             to = max(strong, key=lambda p: weights[p])
         else:
             cand = max(material, key=lambda p: (weights[p], scores[PHASES.index(p)]))
-            streak = streak + 1 if cand == streak_phase else 1
-            streak_phase = cand
-            if streak >= SUSTAIN_EVENTS and lead(cand) >= MARGIN:
-                to = cand
+            joint = cur in _BEFORE_WORK and cand in _WORK and streak_phase in _WORK and cand != streak_phase
+            if joint:  # edits and test runs together: one streak of work, toward implementation
+                streak, streak_phase = streak + 1, "implementation"
+                work = sum(scores[PHASES.index(p)] for p in _WORK) - scores[PHASES.index(cur)]
+                if streak >= WORK_SUSTAIN_EVENTS and work >= MARGIN:
+                    to = "implementation"
+            else:
+                streak = streak + 1 if cand == streak_phase else 1
+                streak_phase = cand
+                if streak >= SUSTAIN_EVENTS and lead(cand) >= MARGIN:
+                    to = cand
     if to is not None:
         evidence = tuple(s.evidence for s in recent if s.phase == to)[-SWITCH_EVIDENCE_MAX:]
         return _switch(state, to, now, "heuristic", evidence, scores, recent)

@@ -340,7 +340,7 @@ def _pending_lines(pending: Sequence[PendingItem], title: str, ctl: str) -> list
         ref = f" (L2 #{p.id})" if p.id is not None else ""
         out.append(f"- {_one_line(p.text)}{ref}")
     if len(pending) > SS_MAX_PENDING:
-        out.append(f"- … {len(pending) - SS_MAX_PENDING} more: {ctl} recall type:pending")
+        out.append(f"- … {len(pending) - SS_MAX_PENDING} more: {ctl} pending")  # open items only, with their #N
     return out
 
 

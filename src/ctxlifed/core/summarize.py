@@ -10,7 +10,8 @@ Rules:
     ``fatal:``, ``Exception``;
   * test result: the runner's summary line (pytest ``3 passed, 1 failed in 0.12s``, unittest ``Ran N
     tests`` + ``OK``/``FAILED``, go ``ok``/``FAIL``, cargo ``test result:``, jest ``Tests:``, mocha
-    ``N passing``), the failing test names and the first assertion line;
+    ``N passing``), the failing test names (any other runner's through
+    :mod:`~ctxlifed.core.testfail`) and the first assertion line;
   * code change: ``+added -removed`` lines when the text is a patch (else the line count written) and
     the first defined symbols;
   * other tools: line/result counts and the first (and, for Bash, last) output line;
@@ -30,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ctxlifed.core import testfail
 from ctxlifed.core.classify import clip, detect_facts, sentences
 from ctxlifed.core.model import Element, Kind
 
@@ -223,6 +225,8 @@ def _test_lines(el: Element, text: str) -> list[str]:
             names.append(name)
             if len(names) >= 3:
                 break
+    if not names and el.passed is not True:  # mocha, rspec, phpunit, dotnet, Maven, Gradle, nextest ...
+        names = testfail.failing_tests(body)[:3]
     if names:
         out.append("failed: " + ", ".join(names))
     if el.passed is not True:

@@ -284,7 +284,8 @@ _FAIL_RE = re.compile(
     r"|^(?:--- )?FAIL(?:ED|URES?)?\b"
     r"|^ERROR\b"
     r"|test result: FAILED"
-    r"|^Tests?:.*\b[1-9]\d*\s+failed",
+    r"|^Tests?:.*\b[1-9]\d*\s+failed"
+    r"|\b(?:Failures|Errors|Failed):\s+[1-9]|^\s*Failed!|\bBUILD FAIL(?:ED|URE)\b",
     re.M,
 )
 _PASS_RE = re.compile(
@@ -293,7 +294,8 @@ _PASS_RE = re.compile(
     r"|^ok\s"
     r"|test result: ok"
     r"|^PASS\b"
-    r"|(?i:\ball tests passed\b)",
+    r"|(?i:\ball tests passed\b)"
+    r"|^\s*Passed!|\bBUILD SUCCESS(?:FUL)?\b|\b\d+ examples?, 0 failures\b",
     re.M,
 )
 
@@ -315,7 +317,8 @@ def _tail_outcome(tail: str) -> bool | None:
     # classifier. Every marker sits within a line, so only lines holding a marker's keyword run a
     # pattern (a test log is mostly lines of neither kind).
     lines = tail.rsplit("\n", TEST_TAIL_LINES)[-TEST_TAIL_LINES:]
-    fails = [ln for ln in lines if "fail" in ln or "FAIL" in ln or "ERROR" in ln or "error" in ln]
+    fails = [ln for ln in lines if "fail" in ln or "FAIL" in ln or "Fail" in ln or "ERROR" in ln or "error" in ln
+             or "Error" in ln]
     if fails and any(_FAIL_RE.search(ln) for ln in fails):
         return False
     passes = [ln for ln in lines if "pass" in ln or "PASS" in ln or "ok" in ln or "OK" in ln or "Pass" in ln]

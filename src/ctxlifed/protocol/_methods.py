@@ -223,6 +223,35 @@ class CompactionsResult(_R, kw_only=True):
     reports: list[dict[str, Any]] = []
 
 
+# -- pending ------------------------------------------------------------------------------------
+class PendingParams(_P, kw_only=True):
+    project: str | None = None
+    cwd: str | None = None
+    session: str | None = None
+    all_projects: bool = False
+    all: bool = False  # closed items too
+    resolve: int | None = None  # close the item shown as #N first
+    limit: int = 100
+
+
+class PendingView(_R, kw_only=True):
+    id: int  # the #N the item is shown with (its archive id): ``ctxlifectl pending --resolve N``
+    text: str
+    session: str
+    project: str
+    ts: float
+    phase: str | None = None
+    status: str = "open"  # open | resolved
+    resolution: str | None = None  # how it closed: todo, decision, test, todo_line, user, ctl, ledger
+    stale: bool = False  # open, but untouched for many phases or sessions: not shown as current
+
+
+class PendingResult(_R, kw_only=True):
+    markdown: str
+    items: list[PendingView] = []
+    resolved: int | None = None
+
+
 METHODS: dict[str, tuple[type | None, type]] = {
     "hello": (HelloParams, HelloResult),
     "ping": (PingParams, PingResult),
@@ -234,6 +263,7 @@ METHODS: dict[str, tuple[type | None, type]] = {
     "forget": (ForgetParams, ForgetResult),
     "compactions": (CompactionsParams, CompactionsResult),
     "lessons": (LessonsParams, LessonsResult),
+    "pending": (PendingParams, PendingResult),
 }
 
 _decoders: dict[str, msgspec.json.Decoder] = {

@@ -9,10 +9,13 @@ Rules:
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
-  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``, ``CTXLIFED_MATRIX`` (``phase.kind=category,...``).
+  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``, ``CTXLIFED_MATRIX`` (``phase.kind=category,...``),
+  ``CTXLIFED_PENDING_STALE_PHASES``, ``CTXLIFED_PENDING_STALE_SESSIONS``.
 - ``matrix`` overrides cells of the category matrix (``core/matrix.py``): a table
   ``[matrix.<phase>]`` of ``<kind> = "keep" | "summarize" | "archive" | "discard"``. An unknown phase,
   kind or category, or discarding a never-discard kind, is a problem and the whole value is ignored.
+- A pending item untouched for ``pending_stale_phases`` phase switches or ``pending_stale_sessions``
+  later sessions of its project (0 = never) is stale: listed as stale, never injected as current.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -52,6 +55,8 @@ class Config:
     retention_interval_s: float = 3600.0  # retention runs at start and then this often
     # Category matrix overrides, (phase, kind, category), sorted: see core/matrix.py.
     matrix: tuple[tuple[str, str, str], ...] = ()
+    pending_stale_phases: int = 4  # an open item untouched for this many phase switches is stale (0 = never)
+    pending_stale_sessions: int = 3  # ... or for this many later sessions of its project (0 = never)
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -88,7 +93,8 @@ def _validate(c: Config) -> None:
         raise ValueError("timeouts must be positive")
     if c.max_connections < 1 or c.max_batch < 1:
         raise ValueError("max_connections and max_batch must be at least 1")
-    if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb) < 0:
+    if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb, c.pending_stale_phases,
+           c.pending_stale_sessions) < 0:
         raise ValueError("sizes and days must not be negative")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
@@ -139,6 +145,8 @@ _ENV = {
     "CTXLIFED_REQUEST_TIMEOUT": "request_timeout_s",
     "CTXLIFED_MAX_CONNECTIONS": "max_connections",
     "CTXLIFED_MATRIX": "matrix",
+    "CTXLIFED_PENDING_STALE_PHASES": "pending_stale_phases",
+    "CTXLIFED_PENDING_STALE_SESSIONS": "pending_stale_sessions",
 }
 
 

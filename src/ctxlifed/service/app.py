@@ -31,6 +31,9 @@ Rules:
 - Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
   then they answer at once from what is stored. A recall's search runs in the readers' search lane,
   within its budget; past it the client gets ``query_too_broad``.
+- Pending items close on the evidence of the event that brings it (core/pending.py), in that event's
+  writer job; only open items that are not stale are injected (SessionStart, the /compact focus line,
+  the must-survive set). TodoWrite's open todos are pending items.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ from ..core import advice as ADV
 from ..core import classify, phase as PH, render as R, summarize as SUM
 from ..core import matrix as MX
 from ..core.commands import EXPLORE_TOOLS, is_test_command
+from ..core import pending as PD
+from ..core import testfail
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
@@ -195,7 +200,7 @@ class Service:
         if method == "shutdown":
             self.stop_requested.set()
             return M.ShutdownResult()
-        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions"):
+        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
             await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
@@ -206,6 +211,8 @@ class Service:
             return await self.phase_set(p)
         if method == "forget":
             return await self.forget(p)
+        if method == "pending":
+            return await self.pending(p)
         if method == "lessons":
             project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
             found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
@@ -467,6 +474,8 @@ class Service:
 
         # Files and tests for the ledger; "tests green again" is a task boundary.
         went_green = False
+        passed_tests: list[str] = []
+        passed_text: list[str] = []
         for el in elements:
             if el.kind is Kind.CODE_CHANGE and el.file_path:
                 st.note_file(el.file_path)
@@ -474,8 +483,12 @@ class Service:
                 st.note_test(("PASS " if el.passed else "FAIL " if el.passed is False else "RAN ") + el.command)
                 if el.passed is False:
                     st.tests_red = True
-                elif el.passed and st.tests_red:
-                    st.tests_red, went_green = False, True
+                    st.note_failing(el.command, testfail.failure_lines(el.text))
+                elif el.passed:
+                    passed_tests += st.clear_failing(el.command, covers=_covers)
+                    passed_text.append(f"{el.command}\n{el.text[:PASSED_TEXT_CHARS]}")
+                    if st.tests_red:
+                        st.tests_red, went_green = False, True
 
         # Facts: decisions, constraints, pending items from prompts and assistant text.
         facts: list[Element] = []
@@ -484,6 +497,13 @@ class Service:
                 for kind, text in classify.detect_facts(el.text):
                     facts.append(Element(uid=f"{el.uid}:fact:{len(facts)}", kind=kind, text=text, ts=now,
                                          tokens=estimate_tokens(text)))
+        # The to-do list Claude keeps (TodoWrite): each open todo is a pending item; a completed one
+        # closes it (_closing_evidence).
+        for i, text in enumerate(_open_todos(event, payload)):
+            facts.append(Element(uid=f"{s(payload.get('tool_use_id')) or now}:todo:{i}", kind=Kind.PENDING, text=text,
+                                 ts=now, tokens=estimate_tokens(text)))
+
+        closing = _closing_evidence(event, payload, facts, passed_tests, passed_text)
 
         budget = self._budget(st)
         crossed = budget is not None and int(budget.level) > st.level
@@ -505,7 +525,7 @@ class Service:
         await pause()
         job = partial(_store_hook, row=row, eid=eid, now=now, st=st, elements=elements, facts=facts, phase=phase_now,
                       switch=switch, priority=lambda el: classify.priority(el, phase_now, self.matrix),
-                      summaries=summaries)
+                      summaries=summaries, closing=closing)
         saved = dump(st)
         stored = await self.writer.run(partial(job, state_blob=saved), low=deferred)
         if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
@@ -721,7 +741,7 @@ class Service:
             failing_tests=list(st.failing_ids),
             decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
             constraints=[r["text"] for r in rows["constraint"]],
-            pending=[r["text"] for r in rows["pending"]])
+            pending=await self._pending_texts(st))
 
     def _note_advice_signals(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
                              now: float) -> None:
@@ -789,6 +809,37 @@ class Service:
             else:
                 st.advice_lines.pop("clear", None)
 
+    async def _pending_texts(self, st: SessionState) -> list[str]:
+        """The session's open, current (not stale) pending items, newest first (the focus line)."""
+        rows = await self.readers.run(partial(queries.pending_items, project=st.project, session=st.session, limit=20))
+        return [r["text"] for r in self.current_pending(rows)][:5]
+
+    def current_pending(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Open items that are not stale (core/pending.py), in the given order."""
+        return [r for r in rows if r["status"] == "open" and not self.is_stale(r)]
+
+    def is_stale(self, row: dict[str, Any]) -> bool:
+        return PD.is_stale(row["phases_since"], row["sessions_since"], stale_phases=self.cfg.pending_stale_phases,
+                           stale_sessions=self.cfg.pending_stale_sessions)
+
+    async def pending(self, p: M.PendingParams) -> M.PendingResult:
+        """``ctxlifectl pending``: the project's pending items (current, stale; closed with ``all``), or
+        close one (``resolve``: the ``#N`` it is shown with)."""
+        project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
+        resolved = None
+        if p.resolve is not None:
+            got = await self.writer.run(partial(ops.resolve_pending_ref, ref=p.resolve, project=project, ts=self.clock()))
+            if got is None:
+                raise E.NotFound(f"no pending item #{p.resolve}" + (f" in project {project}" if project else ""))
+            resolved = p.resolve
+        rows = await self.readers.run(partial(queries.pending_items, project=project, session=p.session,
+                                              status=None if p.all else "open", limit=max(1, min(p.limit, 500))))
+        views = [M.PendingView(id=r["ref"], text=r["text"], session=r["session"], project=r["project"], ts=r["ts"],
+                               phase=r["phase"], status=r["status"], resolution=r["resolution"],
+                               stale=r["status"] == "open" and self.is_stale(r)) for r in rows]
+        return M.PendingResult(markdown=PD.render_pending_list(views, ctl=ctl_command(), resolved=resolved),
+                               items=views, resolved=resolved)
+
     # -- compression ---------------------------------------------------------------------------
     async def _compress(self, st: SessionState, level: Level, now: float, *, precompact: bool = False) -> None:
         """Rank what entered since the last boundary; store L1 summaries and categories; promote at L2→L3."""
@@ -846,7 +897,8 @@ class Service:
         return M.HookResult(stdout=_enc.encode(out).decode())
 
     async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
-        data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived))
+        data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived,
+                                              is_stale=self.is_stale))
         if source == "startup" and not (data["timeline"] or data["pending"] or data["decisions_count"]
                                         or data["lessons_count"]):
             return ""  # a project with no memory yet: say nothing (it would be billed every turn)
@@ -861,7 +913,7 @@ class Service:
         d_ = R.SessionStartData(
             source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
             timeline=tuple(data["timeline"]), timeline_session=data["timeline_session"],
-            pending=tuple(R.PendingItem(text=p["text"], id=p["archive_id"]) for p in data["pending"]),
+            pending=tuple(R.PendingItem(text=p["text"], id=p["ref"]) for p in data["pending"]),
             decisions_count=data["decisions_count"],
             archived=tuple(R.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
                                           summary=a["summary"], priority=a["priority"]) for a in data["archived"]),
@@ -1097,6 +1149,63 @@ class Service:
         return n
 
 
+PASSED_TEXT_CHARS = 16 * 1024  # of a passing run's output searched for the test names of pending items
+OPEN_ITEMS_CHECKED = 200  # newest open items of a project checked against one event's evidence
+
+
+def _covers(success_cmd: str, failure_cmd: str) -> bool:
+    """A passing run of ``success_cmd`` shows ``failure_cmd``'s failures gone (lessons' test targets)."""
+    if success_cmd == failure_cmd:
+        return True
+    return LS.covers(LS.target_of("Bash", success_cmd), LS.target_of("Bash", failure_cmd))
+
+
+MAX_TODOS = 16  # open todos of one TodoWrite call kept as pending items
+
+
+def _open_todos(event: str, payload: dict[str, Any]) -> list[str]:
+    """The todos a main-agent TodoWrite call lists as not completed (one line each, bounded)."""
+    if event != "PostToolUse" or s(payload.get("agent_id")) or s(payload.get("tool_name")) != "TodoWrite":
+        return []
+    todos = d(payload.get("tool_input")).get("todos")
+    out = []
+    for t in todos if isinstance(todos, list) else []:
+        if isinstance(t, dict) and t.get("status") in ("pending", "in_progress") and s(t.get("content")).strip():
+            text = " ".join(s(t.get("content")).split())
+            out.append(text if len(text) <= classify.MAX_FACT_CHARS else text[: classify.MAX_FACT_CHARS - 1] + "…")
+    return out[:MAX_TODOS]
+
+
+def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], passed_tests: list[str],
+                      passed_text: list[str]) -> PD.Evidence:
+    """What this event says about open pending items (core/pending.py routes)."""
+    todos: list[str] = []
+    edits: list[tuple[str, str]] = []
+    done: list[str] = []
+    if event == "PostToolUse" and not s(payload.get("agent_id")):
+        tool, ti = s(payload.get("tool_name")), d(payload.get("tool_input"))
+        if tool == "TodoWrite" and isinstance(ti.get("todos"), list):
+            todos = [s(t.get("content")) for t in ti["todos"]
+                     if isinstance(t, dict) and t.get("status") == "completed" and s(t.get("content"))]
+        elif tool == "Edit":
+            edits = [(s(ti.get("old_string")), s(ti.get("new_string")))]
+        elif tool == "MultiEdit" and isinstance(ti.get("edits"), list):
+            edits = [(s(e.get("old_string")), s(e.get("new_string"))) for e in ti["edits"] if isinstance(e, dict)]
+    elif event == "UserPromptSubmit":
+        done = PD.done_statements(s(payload.get("prompt")))
+    return PD.Evidence(completed_todos=tuple(todos[:64]), decisions=tuple(f.text for f in facts if f.kind is Kind.DECISION),
+                       passed_tests=tuple(passed_tests), passed_text="\n".join(passed_text),
+                       edits=tuple(edits[:64]), done=tuple(done))
+
+
+def _close_pending(conn: sqlite3.Connection, project: str, ev: PD.Evidence, now: float) -> int:
+    """Close the project's open pending items this event's evidence settles (not those it just stated)."""
+    rows = conn.execute("SELECT id, text FROM items WHERE project = ? AND kind = 'pending' AND status = 'open'"
+                        " AND ts < ? ORDER BY id DESC LIMIT ?", (project, now, OPEN_ITEMS_CHECKED)).fetchall()
+    closed = PD.closing([(int(r[0]), r[1]) for r in rows], ev)
+    return ops.resolve_items(conn, closed, now) if closed else 0
+
+
 def _decode_spool_line(line: bytes) -> Any:
     """One spool line; text that is not valid Unicode (a lone surrogate, bytes that are not UTF-8:
     the shim writes what Claude Code gave it) is decoded with U+FFFD, as over the socket."""
@@ -1231,7 +1340,8 @@ def _store_ack(row: ops.EventRow, conn: sqlite3.Connection) -> int:
 
 def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int | None, now: float, st: SessionState,
                 elements: list[Element], facts: list[Element], phase: str, switch: Any,
-                priority: Callable[[Element], int], summaries: list[str], state_blob: bytes) -> int | None:
+                priority: Callable[[Element], int], summaries: list[str], state_blob: bytes,
+                closing: PD.Evidence | None = None) -> int | None:
     if row is not None:
         eid = ops.insert_event(conn, row)
         if eid == 0:
@@ -1251,6 +1361,8 @@ def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int 
             uid=f.uid, event_id=eid, priority=priority(f), level=0, summary=f.text[:280]))
         ops.upsert_item(conn, project=st.project, session=st.session, kind=FACT_KINDS.get(f.kind, str(f.kind)),
                         text=f.text, ts=now, phase=phase, archive_id=aid)
+    if closing is not None and not closing.empty():
+        _close_pending(conn, st.project, closing, now)
     if switch is not None:
         ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
                                 from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
@@ -1339,7 +1451,8 @@ def _timeline(conn: sqlite3.Connection, *, project: str | None, session: str | N
 
 
 def _session_start_rows(project: str, session: str, source: str, archived: list[int],
-                        conn: sqlite3.Connection) -> dict[str, Any]:
+                        conn: sqlite3.Connection, *, is_stale: Callable[[dict[str, Any]], bool] | None = None
+                        ) -> dict[str, Any]:
     timeline: list[R.PhaseSpan] = []
     timeline_session = ""
     if source != "clear":
@@ -1352,7 +1465,8 @@ def _session_start_rows(project: str, session: str, source: str, archived: list[
                 timeline_session = earlier[0]["session"]
             elif len(timeline) < 2:
                 timeline = []
-    pending = queries.items(conn, project=project, kind="pending", status="open", limit=8)
+    pending = [p for p in queries.pending_items(conn, project=project, status="open", limit=64)
+               if not (is_stale and is_stale(p))][:8]
     decisions = queries.items(conn, project=project, kind="decision", status=None, limit=5)
     arch = []
     if source == "compact" and archived:

@@ -1,9 +1,10 @@
 """Compaction survival: accounting, the /compact simulator, the must-survive set and its diff.
 
 Rules:
-- PreCompact records the must-survive set (phase, its goal, decisions, constraints, failing tests,
-  pending items, active files) with stable ids, before Claude Code compacts; how many of each kind the
-  category matrix decides for the phase (``core.matrix.survive_limits``).
+- PreCompact records the must-survive set (phase, the session's goal, decisions, constraints, failing
+  tests by id and first error line, open pending items that are not stale, active files) with stable
+  ids, before Claude Code compacts; how many of each kind the category matrix decides for the phase
+  (``core.matrix.survive_limits``).
 - The diff is made at PostCompact from its ``compact_summary`` (the transcript gets the summary only
   after PostCompact ran). What Claude Code re-attaches itself (root CLAUDE.md and unscoped rules
   re-read from disk, recent files, skills within 5k/25k) and what ctxlifed already injected at
@@ -18,7 +19,6 @@ Rules:
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..core import accounting as A
+from ..core import classify
 from ..core import matrix as MX
 from ..core import mustsurvive as MS
 from ..core import survival as SV
+from ..core import testfail
 from ..core.events import s
 from ..core.model import estimate_tokens
 from ..runtime.ctl import ctl_command
@@ -79,8 +81,9 @@ def survival(st: SessionState) -> dict[str, Any]:
 
 
 async def record_must_survive(svc: Service, st: SessionState, now: float) -> None:
-    data = await svc.readers.run(partial(_must_survive_rows, st.session, st.project, st.phase_started))
-    failing = list(dict.fromkeys([*st.failing_ids, *_failing_tests(st.tests)]))
+    data = await svc.readers.run(partial(_must_survive_rows, st.session, st.project, st.phase_started,
+                                         is_stale=svc.is_stale))
+    failing = failing_tests(st)
     active = list(reversed(st.files_touched[-5:]))
     st.must_survive = MS.build(phase=st.phase.phase, goal=data["goal"], decisions=data["decisions"],
                                constraints=data["constraints"], failing_tests=failing, pending=data["pending"],
@@ -88,26 +91,21 @@ async def record_must_survive(svc: Service, st: SessionState, now: float) -> Non
     st.pre_compact_tokens = st.context_tokens
 
 
-_FAILING_ID_RE = re.compile(
-    r"^(?:FAILED|ERROR)\s+(\S+::\S+)"  # pytest
-    r"|^--- FAIL: (\S+)"  # go test
-    r"|^test (\S+) \.\.\. FAILED"  # cargo test
-    r"|^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)",  # unittest
-    re.M)
-
-
 def failing_ids(output: str) -> list[str]:
-    """Failing test ids named in a test run's output (pytest, go, cargo, unittest), in order, unique.
-    A narrow recogniser for the focus line; the runner table of issue 16 item 5 may replace it."""
-    out: list[str] = []
-    for m in _FAILING_ID_RE.finditer(output[:200_000]):
-        tid = m.group(1) or m.group(2) or m.group(3) or (f"{m.group(5)}.{m.group(4)}" if m.group(4) else "")
-        if tid and tid not in out:
-            out.append(tid[:200])
-    return out[:16]
+    """Failing test ids named in a test run's output, in order, unique (``core.testfail``: pytest,
+    unittest, jest, vitest, mocha, go, cargo, nextest, rspec, phpunit, dotnet, Maven, Gradle)."""
+    return [tid[:200] for tid in testfail.failing_tests(output[:200_000])][:16]
 
 
-def _failing_tests(tests: list[str]) -> list[str]:
+def failing_tests(st: SessionState) -> list[str]:
+    """What is red now: each failing test by its id and first error line (``testfail``), newest run
+    first; a failing command whose output named no test, by its command."""
+    out = [f"{tid} — {err}" if err else tid for _cmd, tid, err in reversed(st.failing)]
+    named = {cmd for cmd, _tid, _err in st.failing}
+    return out + [cmd for cmd in _failing_commands(st.tests) if cmd[:500] not in named]
+
+
+def _failing_commands(tests: list[str]) -> list[str]:
     """Commands whose latest run failed."""
     last: dict[str, bool] = {}
     for line in tests:
@@ -174,7 +172,22 @@ def render(reps: list[dict[str, Any]]) -> str:
                                              MS.CompactionReport) for r in reps])
 
 
-# -- store jobs --------------------------------------------------------------------------------
+# -- store jobs ---
+GOAL_PROMPTS = 64  # a session's first prompts searched for its substantive request
+
+
+def session_goal(conn: sqlite3.Connection, session: str, until: float | None = None) -> str | None:
+    """The session's task: its first substantive prompt (``classify.pick_goal``: not "go ahead"), else
+    its first prompt; ``until``: only prompts up to that time."""
+    q = "SELECT substr(text, 1, 4000) FROM archive WHERE session = ? AND kind = 'prompt'"
+    args: tuple[Any, ...] = (session,)
+    if until is not None:
+        q += " AND ts <= ?"
+        args = (session, until)
+    prompts = [r[0] for r in conn.execute(q + f" ORDER BY id LIMIT {GOAL_PROMPTS}", args)]
+    return classify.pick_goal(prompts) or (prompts[0] if prompts else None)
+
+
 def _insert_report(session: str, project: str, ts: float, blob: bytes, conn: sqlite3.Connection) -> int:
     cur = conn.execute("INSERT INTO compactions(session, project, ts, report) VALUES (?,?,?,?)",
                        (session, project, ts, blob))
@@ -189,17 +202,15 @@ def _set_post_tokens(rid: int, post: int, conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE compactions SET report = ? WHERE id = ?", (_enc.encode(rep), rid))
 
 
-def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection) -> dict[str, Any]:
-    goal = conn.execute(
-        "SELECT text FROM archive WHERE session = ? AND kind = 'prompt' AND ts >= ? ORDER BY id LIMIT 1",
-        (session, phase_started - 1e-6)).fetchone()  # the switching prompt itself has ts == phase_started
-    if goal is None:
-        goal = conn.execute("SELECT text FROM archive WHERE session = ? AND kind = 'prompt' ORDER BY id LIMIT 1",
-                            (session,)).fetchone()
+def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection, *,
+                       is_stale: Any = None) -> dict[str, Any]:
+    goal = session_goal(conn, session)
 
     def texts(kind: str, open_only: bool) -> list[str]:
         q = "SELECT text FROM items WHERE session = ? AND kind = ?" + (" AND status = 'open'" if open_only else "")
         return [r[0] for r in conn.execute(q + " ORDER BY id DESC LIMIT 8", (session, kind)).fetchall()]
 
-    return {"goal": (goal[0][:400] if goal else None), "decisions": texts("decision", False),
-            "constraints": texts("constraint", False), "pending": texts("pending", True)}
+    pending = [r["text"] for r in queries.pending_items(conn, project=project, session=session, limit=32)
+               if not (is_stale and is_stale(r))][:8]  # open and current: closed and stale items never survive
+    return {"goal": (goal[:400] if goal else None), "decisions": texts("decision", False),
+            "constraints": texts("constraint", False), "pending": pending}

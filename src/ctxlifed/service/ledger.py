@@ -15,6 +15,8 @@ Rules:
 - Hand-edited pages are indexed as data: the archived text says it is a hand-edited file, quoted
   (every line behind ``> ``), so a recall shows it as a quotation, never as an instruction.
 - Pages are derived from the store, so a failed or lost write is simply redone next time.
+- A ticked checkbox (``- [x] text``) in a hand-edited page closes the open pending item with that
+  text (route ``ledger``), so ticking an "Unresolved items" line settles it.
 - Decisions are appended to ``decisions.md`` once each (the highest written item id is kept in
   ``meta``); hand edits to any page are re-indexed into the archive as ``ledger`` items.
 """
@@ -191,6 +193,9 @@ class LedgerWriter:
             mtime = os.path.getmtime(real)
             await self.svc.writer.run(partial(lessons_svc.reconcile_file, project, text, self.svc.clock(), mtime))
             return True
+        ticked = ticked_items(text)
+        if ticked:  # a ticked checkbox closes its pending item
+            await self.svc.writer.run(partial(_resolve_ticked, project, ticked, self.svc.clock()))
         indexed = await self.svc.readers.run(partial(_indexed_text, project, real))
         quoted = quote_hand_edit(os.path.relpath(real, os.path.realpath(project)), text)
         if indexed in (text, quoted):
@@ -205,6 +210,31 @@ class LedgerWriter:
             self.ours[os.path.realpath(path)] = text
             while len(self.ours) > 256:
                 self.ours.pop(next(iter(self.ours)))
+
+
+_TICKED_RE = re.compile(r"^\s*[-*+]\s+\[[xX]\]\s+(.+?)\s*$")
+
+
+def ticked_items(text: str) -> list[str]:
+    """The texts of ticked checkboxes (``- [x] …``) of a page, at most 200."""
+    return [m.group(1) for ln in text.splitlines()[:5000] if (m := _TICKED_RE.match(ln))][:200]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _resolve_ticked(project: str, ticked: list[str], ts: float, conn: sqlite3.Connection) -> int:
+    """Close the project's open pending items whose text a ticked checkbox shows (whole, or cut with …)."""
+    want = [_norm(t) for t in ticked]
+    rows = conn.execute("SELECT id, text FROM items WHERE project = ? AND kind = 'pending' AND status = 'open'"
+                        " ORDER BY id DESC LIMIT 500", (project,)).fetchall()
+    closed = []
+    for iid, text in rows:
+        t = _norm(text)
+        if any(t == w or (w.endswith("…") and len(w) > 8 and t.startswith(w[:-1])) for w in want):
+            closed.append((int(iid), "ledger"))
+    return ops.resolve_items(conn, closed, ts) if closed else 0
 
 
 def quote_hand_edit(rel: str, text: str) -> str:
@@ -245,9 +275,9 @@ def _new_decisions(project: str, conn: sqlite3.Connection) -> tuple[list[tuple],
 
 def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connection) -> dict[str, Any]:
     win = (session, start - 0.001, end + 0.001)
-    goal_row = conn.execute(
-        "SELECT text FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'prompt' ORDER BY id LIMIT 1",
-        win).fetchone()
+    from .compaction import session_goal
+
+    goal_text = session_goal(conn, session, end + 0.001)
     done = conn.execute(  # the 12 most important, shown in time order
         "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
         " AND kind IN ('code_change', 'tool', 'test_result', 'error', 'assistant')"
@@ -264,7 +294,7 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     pending = conn.execute(
         "SELECT text FROM items WHERE session = ? AND kind = 'pending' AND status = 'open' ORDER BY id DESC LIMIT 12",
         (session,)).fetchall()
-    goal = goal_row[0] if goal_row else ""
+    goal = goal_text or ""
     if estimate_tokens(goal) > 200:
         goal = goal[:800] + "…"
     ids = sorted({r[0] for r in done} | {r[0] for r in tests})

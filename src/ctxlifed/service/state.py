@@ -9,6 +9,8 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from ..core.accounting import Accounting
@@ -18,6 +20,7 @@ from ..core.phase import PhaseState
 from ..core.transcript import TranscriptCursor
 
 MAX_RECENT = 64
+MAX_FAILING = 16
 
 
 class SessionState(msgspec.Struct, kw_only=True):
@@ -64,6 +67,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     last_report_id: int = 0  # compaction report waiting for the boundary's post tokens
     lessons: Tracker = msgspec.field(default_factory=Tracker)  # open failures, signatures hinted
     tests_red: bool = False  # the last test run of this session failed
+    failing: list[tuple[str, str, str]] = msgspec.field(default_factory=list)  # (command, test id, error) still red
     ended_ts: float | None = None
     transcript_error: str | None = None
     residency_noted: bool = False  # the once-per-session residency note was considered (service/residency.py)
@@ -92,6 +96,23 @@ class SessionState(msgspec.Struct, kw_only=True):
     def note_test(self, line: str) -> None:
         self.tests.append(line[:200])
         del self.tests[:-MAX_RECENT]
+
+    def note_failing(self, command: str, failures: list[tuple[str, str]]) -> None:
+        """A failing run: its failing tests (``testfail.failure_lines``) replace the ones it reported
+        before; a run whose output names none keeps them."""
+        if not failures:
+            return
+        cmd = command[:500]
+        self.failing = [f for f in self.failing if f[0] != cmd]
+        self.failing += [(cmd, tid, err) for tid, err in failures]
+        del self.failing[:-MAX_FAILING]
+
+    def clear_failing(self, command: str, *, covers: Callable[[str, str], bool]) -> list[str]:
+        """A passing run of ``command``: the failing tests of every run it covers are green. Returns
+        their ids."""
+        gone = [f for f in self.failing if covers(command, f[0])]
+        self.failing = [f for f in self.failing if f not in gone]
+        return [f[1] for f in gone]
 
 
 _enc = msgspec.json.Encoder()

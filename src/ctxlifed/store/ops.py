@@ -144,19 +144,44 @@ def insert_phase_switch(conn: sqlite3.Connection, *, session: str, project: str,
 
 def upsert_item(conn: sqlite3.Connection, *, project: str, session: str, kind: str, text: str,
                 ts: float, phase: str | None, archive_id: int | None) -> tuple[int, bool]:
+    """Insert a fact, or touch the one already stored with the same text (restating an open item keeps
+    it current: its staleness counts from ``touched_ts``)."""
     h = content_hash(kind, " ".join(text.lower().split()))
     found = conn.execute("SELECT id FROM items WHERE project=? AND kind=? AND hash=?", (project, kind, h)).fetchone()
     if found:
+        conn.execute("UPDATE items SET touched_ts = max(coalesce(touched_ts, ts), ?) WHERE id = ?", (ts, found[0]))
         return int(found[0]), False
     cur = conn.execute(
-        "INSERT INTO items(project, session, kind, text, hash, ts, phase, archive_id) VALUES (?,?,?,?,?,?,?,?)",
-        (project, session, kind, text, h, ts, phase, archive_id),
+        "INSERT INTO items(project, session, kind, text, hash, ts, phase, archive_id, touched_ts)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        (project, session, kind, text, h, ts, phase, archive_id, ts),
     )
     return int(cur.lastrowid or 0), True
 
 
-def resolve_items(conn: sqlite3.Connection, ids: list[int]) -> None:
-    conn.executemany("UPDATE items SET status='resolved' WHERE id=?", [(i,) for i in ids])
+def resolve_items(conn: sqlite3.Connection, closed: list[tuple[int, str]], ts: float = 0.0) -> int:
+    """Close open items: ``closed`` is ``(item id, route)`` (core/pending.py ROUTES). Returns how many
+    were open."""
+    return sum(conn.execute(
+        "UPDATE items SET status = 'resolved', resolved_ts = ?, resolution = ? WHERE id = ? AND status = 'open'",
+        (ts, route, iid)).rowcount for iid, route in closed)
+
+
+def resolve_pending_ref(conn: sqlite3.Connection, ref: int, *, project: str | None, ts: float,
+                        route: str = "ctl") -> dict | None:
+    """Close the pending item shown as ``#ref`` (its archive id; an item id when it has none).
+    Returns the item (status before closing), or None when no pending item has that reference."""
+    where = "kind = 'pending' AND (archive_id = ? OR (archive_id IS NULL AND id = ?))"
+    args: list = [ref, ref]
+    if project is not None:
+        where += " AND project = ?"
+        args.append(project)
+    row = conn.execute(f"SELECT id, text, status, project FROM items WHERE {where} ORDER BY id LIMIT 1",
+                       args).fetchone()
+    if row is None:
+        return None
+    resolve_items(conn, [(int(row[0]), route)], ts)
+    return {"item": int(row[0]), "text": row[1], "status": row[2], "project": row[3]}
 
 
 def record_ledger(conn: sqlite3.Connection, *, path: str, project: str, session: str | None,

@@ -794,5 +794,31 @@ def items(conn: sqlite3.Connection, *, project: str | None, kind: str, status: s
     return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
+def pending_items(conn: sqlite3.Connection, *, project: str | None, session: str | None = None,
+                  status: str | None = "open", limit: int = 50) -> list[dict[str, Any]]:
+    """Pending items newest first, each with ``ref`` (the ``#N`` shown to the model: its archive id),
+    ``touched`` and how many phase switches / later sessions of its project followed that
+    (``phases_since`` / ``sessions_since``, for staleness: core/pending.py)."""
+    where, args = ["i.kind = 'pending'"], []
+    if project is not None:
+        where.append("i.project = ?")
+        args.append(project)
+    if session is not None:
+        where.append("i.session = ?")
+        args.append(session)
+    if status is not None:
+        where.append("i.status = ?")
+        args.append(status)
+    rows = conn.execute(
+        "SELECT i.id, coalesce(i.archive_id, i.id), i.session, i.project, i.text, i.ts, i.phase, i.status,"
+        " coalesce(i.touched_ts, i.ts), i.resolved_ts, i.resolution,"
+        " (SELECT count(*) FROM phase_switches p WHERE p.project = i.project AND p.ts > coalesce(i.touched_ts, i.ts)),"
+        " (SELECT count(*) FROM sessions s WHERE s.project = i.project AND s.first_ts > coalesce(i.touched_ts, i.ts))"
+        f" FROM items i WHERE {' AND '.join(where)} ORDER BY i.id DESC LIMIT ?", (*args, limit)).fetchall()
+    keys = ("id", "ref", "session", "project", "text", "ts", "phase", "status", "touched", "resolved_ts",
+            "resolution", "phases_since", "sessions_since")
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
 def count_items(conn: sqlite3.Connection, *, project: str, kind: str) -> int:
     return conn.execute("SELECT count(*) FROM items WHERE project = ? AND kind = ?", (project, kind)).fetchone()[0]

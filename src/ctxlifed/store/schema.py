@@ -325,6 +325,15 @@ _FTS_IDENTS: list[str | Callable[[sqlite3.Connection], None]] = [
     *_FTS_MERGE,
 ]
 
+# Pending items have a lifecycle (core/pending.py): when an item was last created or restated, and
+# when and how it was closed (todo, decision, test, todo_line, user, ctl, ledger).
+_ITEMS_LIFECYCLE = [
+    "ALTER TABLE items ADD COLUMN touched_ts REAL",
+    "ALTER TABLE items ADD COLUMN resolved_ts REAL",
+    "ALTER TABLE items ADD COLUMN resolution TEXT",
+    "UPDATE items SET touched_ts = ts",
+]
+
 MIGRATIONS: list[tuple[str, list[str | Callable[[sqlite3.Connection], None]]]] = [
     ("0001_base", _BASE),
     ("0002_fts_words", _FTS_WORDS),
@@ -337,6 +346,7 @@ MIGRATIONS: list[tuple[str, list[str | Callable[[sqlite3.Connection], None]]]] =
     ("0009_fts_merge", _FTS_MERGE),
     ("0010_tri_merge", _TRI_MERGE),
     ("0011_fts_idents", _FTS_IDENTS),
+    ("0012_items_lifecycle", _ITEMS_LIFECYCLE),
 ]
 
 
