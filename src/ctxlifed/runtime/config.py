@@ -9,10 +9,12 @@ Rules:
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
-  ``CTXLIFED_MAX_CONNECTIONS``.
+  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_MEMORY_KEEP``.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
+- Project memory: the newest ``memory_keep_sessions`` session folders of ``<memory_dir>/sessions`` are
+  kept; older ones roll up into ``history.md`` when a session ends (0 = only ``ctxlifectl memory prune``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Config:
     recall_cap_tokens: int = 1200
     memory_dir: str = "docs/memory"  # relative to the project root
     write_ledgers: bool = True
+    memory_keep_sessions: int = 10  # session folders kept under <memory_dir>/sessions; older ones roll up (0 = never)
     redact: bool = True
     max_frame: int = 1 << 20
     max_batch: int = 64
@@ -80,7 +83,7 @@ def _validate(c: Config) -> None:
         raise ValueError("timeouts must be positive")
     if c.max_connections < 1 or c.max_batch < 1:
         raise ValueError("max_connections and max_batch must be at least 1")
-    if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb) < 0:
+    if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb, c.memory_keep_sessions) < 0:
         raise ValueError("sizes and days must not be negative")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
@@ -122,6 +125,7 @@ _ENV = {
     "CTXLIFED_TRANSCRIPT_ROOTS": "transcript_roots",
     "CTXLIFED_MIN_FREE_MB": "min_free_mb",
     "CTXLIFED_WRITE_LEDGERS": "write_ledgers",
+    "CTXLIFED_MEMORY_KEEP": "memory_keep_sessions",
     "CTXLIFED_MAX_DB_MB": "max_db_mb",
     "CTXLIFED_RETENTION_DAYS": "retention_days",
     "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",
