@@ -152,3 +152,12 @@ def test_history_entry_is_one_line_with_a_resolvable_id() -> None:
     assert "2 open items" in e and e.rstrip().endswith("`ctxlifectl recall --id 42`")
     assert RU.history_text(None, [e]) == RU.HISTORY_HEADER + e
     assert RU.history_text("# mine", [e]) == "# mine\n" + e
+
+
+def test_memory_keep_is_configurable_and_never_negative() -> None:
+    from ctxlifed.runtime.config import load
+
+    assert load(None, env={}).memory_keep_sessions == 10
+    assert load(None, env={"CTXLIFED_MEMORY_KEEP": "3"}).memory_keep_sessions == 3
+    bad = load(None, env={"CTXLIFED_MEMORY_KEEP": "-1"})
+    assert bad.memory_keep_sessions == 10 and any("memory_keep_sessions" in p for p in bad.problems)
