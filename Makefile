@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench reliability e2e lint clean venv
+.PHONY: run test eval bench reliability e2e lint clean venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 ## test: bootstrap .venv and run the whole suite
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+## eval: replay the labelled corpus (eval/corpus) through the real shim and daemon; print the judgment scores
+eval: $(STAMP)
+	$(PY) eval/run.py
 
 ## bench: the benchmark suite (results in bench/results/*.json and a table)
 bench: $(STAMP)

@@ -159,6 +159,6 @@ def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> No
     for i, (kind, prio, summary) in enumerate(rows):
         ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=10.0 + i, kind=kind, text=summary,
                                                 summary=summary, priority=prio))
-    got = _ledger_rows("s", 0.0, 100.0, conn)
+    got = _ledger_rows("s", 0.0, 100.0, "implementation", conn)
     assert got["done"] == ["merged PR #1 [L2 #1]", "tests failed [L2 #2]", "x.py [L2 #3]"]
     conn.close()

@@ -46,7 +46,8 @@ def test_modes_of_everything_under_any_umask(rdaemon: Any, short_tmp: Path, figu
     assert 0 == shim.returncode
     spool_mode = _mode(d.data_dir / "spool.jsonl")
     d.start(umask=umask)
-    d.rpc("hook", hook("UserPromptSubmit", "modes", str(proj), prompt="stored"))
+    # A phase that settled nothing writes no page: this one states an open item.
+    d.rpc("hook", hook("UserPromptSubmit", "modes", str(proj), prompt="stored. TODO: check the modes"))
     d.rpc("phase.set", {"session": "modes", "phase": "implementation"})
     ledger = wait_until(lambda: next(iter((proj / "docs" / "memory").rglob("*.md")), None))
     sock = Path(d.socket)
@@ -244,17 +245,17 @@ def test_session_ids_and_cwds_cannot_steer_writes(rdaemon: Any, short_tmp: Path,
     bad_ids = ["../../watched/x", "/abs/path", "a/b", "..", ".", "x\u0000y", "sp ace", "é", "a" * 129, "", "..\\..\\x"]
     for i, sid in enumerate(bad_ids):
         for ev in ("UserPromptSubmit", "PreCompact", "SessionEnd"):
-            r = d.rpc("hook", hook(ev, sid, str(proj), prompt="ledger please"), id_=f"bad{i}{ev}")
+            r = d.rpc("hook", hook(ev, sid, str(proj), prompt="ledger please. TODO: try to escape"), id_=f"bad{i}{ev}")
             assert "result" in r, r
         r = d.rpc("phase.set", {"session": sid, "phase": "testing"})
         assert r["error"]["data"]["name"] in ("not_found", "invalid_params"), r
     cwds = ["../../watched", "relative/dir", f"{proj}/../watched", "/", f"{proj}/\u0000", str(watched) + "/../watched/."]
     for i, cwd in enumerate(cwds):
         for ev in ("UserPromptSubmit", "SessionEnd"):
-            assert "result" in d.rpc("hook", hook(ev, f"cwd{i}", cwd, prompt="ledger please"))
+            assert "result" in d.rpc("hook", hook(ev, f"cwd{i}", cwd, prompt="ledger please. TODO: try to escape"))
         d.rpc("phase.set", {"session": f"cwd{i}", "phase": "review"})
     # A valid session in the real project does write its ledger (the control).
-    d.rpc("hook", hook("UserPromptSubmit", "good", str(proj), prompt="real work"))
+    d.rpc("hook", hook("UserPromptSubmit", "good", str(proj), prompt="real work. TODO: ship it"))
     d.rpc("phase.set", {"session": "good", "phase": "implementation"})
     wait_until(lambda: (proj / "docs/memory/sessions/good").exists())
     time.sleep(0.3)  # let any stray background ledger job finish before the tree is compared

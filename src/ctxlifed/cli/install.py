@@ -457,6 +457,9 @@ def cmd_install(ns: argparse.Namespace, sock: str) -> int:
     if ns.scope == "project":
         print("  note: .claude/settings.json is usually committed; these absolute paths are this machine's"
               " (use --scope local for a personal install)")
+    print("  memory      ctxlifed keeps project memory in <repo>/docs/memory/: commit it (decisions, lessons and a"
+          " rolled-up history are the team's; old session pages roll up, `ctxlifectl memory prune`), or ignore"
+          " docs/memory/sessions/ to keep your session pages to yourself")
     print("The daemon starts on the first hook event; `ctxlifectl service install` runs it under systemd/launchd instead."
           " Check everything with `ctxlifectl doctor`.")
     return 0

@@ -1,4 +1,4 @@
-"""ctxlifectl: status, recall, phase, forget, pending, daemon control, Claude Code install, service, doctor.
+"""ctxlifectl: status, recall, phase, forget, pending, memory prune, daemon control, Claude Code install, service, doctor.
 
 Rules:
 - Figures in ``status`` (percentages, token counts, levels) are formatted by ``core.figures``'
@@ -270,6 +270,18 @@ def cmd_compactions(ns: argparse.Namespace, sock: str) -> int:
     return 0
 
 
+def cmd_memory(ns: argparse.Namespace, sock: str) -> int:
+    if ns.keep is not None and ns.keep < 0:
+        print("ctxlifectl memory prune: --keep must not be negative", file=sys.stderr)
+        return 2
+    params: dict[str, Any] = {"cwd": os.getcwd(), "dry_run": ns.dry_run}
+    if ns.keep is not None:
+        params["keep"] = ns.keep
+    r = call(sock, "memory.prune", params)
+    print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+    return 0
+
+
 def _daemon_argv(ns: argparse.Namespace) -> list[str]:
     argv = [sys.executable, "-m", "ctxlifed"]
     if ns.socket:
@@ -445,6 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every project")
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(fn=cmd_compactions)
+
+    p = add("memory", "project memory (docs/memory): prune rolls old session pages up into history.md")
+    p.add_argument("action", choices=["prune"])
+    p.add_argument("--keep", type=int, help="session folders to keep (default: memory_keep_sessions, 10)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be rolled up, change nothing")
+    p.set_defaults(fn=cmd_memory)
 
     p = add("daemon", "start | stop | restart | ping the daemon")
     p.add_argument("action", choices=["start", "stop", "restart", "ping"])

@@ -250,6 +250,27 @@ class PendingResult(_R, kw_only=True):
     markdown: str
     items: list[PendingView] = []
     resolved: int | None = None
+# -- memory.prune -------------------------------------------------------------------------------
+class MemoryPruneParams(_P, kw_only=True):
+    project: str | None = None
+    cwd: str | None = None
+    keep: int | None = None  # session folders to keep; None: the config's memory_keep_sessions
+    dry_run: bool = False
+
+
+class MemoryKeptView(_R, kw_only=True):
+    path: str
+    why: str
+
+
+class MemoryPruneResult(_R, kw_only=True):
+    project: str
+    markdown: str
+    rolled_up: list[str] = []  # pages rolled up into history.md and deleted (would be, with dry_run)
+    sessions: list[str] = []  # session folders rolled up
+    kept: list[MemoryKeptView] = []  # files in those folders that were not deleted, and why
+    history: str = ""  # history.md written ("" when nothing was written)
+    reason: str = ""  # why nothing could be done, when so
 
 
 METHODS: dict[str, tuple[type | None, type]] = {
@@ -264,6 +285,7 @@ METHODS: dict[str, tuple[type | None, type]] = {
     "compactions": (CompactionsParams, CompactionsResult),
     "lessons": (LessonsParams, LessonsResult),
     "pending": (PendingParams, PendingResult),
+    "memory.prune": (MemoryPruneParams, MemoryPruneResult),
 }
 
 _decoders: dict[str, msgspec.json.Decoder] = {

@@ -10,7 +10,8 @@ Rules:
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
   ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``, ``CTXLIFED_MATRIX`` (``phase.kind=category,...``),
-  ``CTXLIFED_PENDING_STALE_PHASES``, ``CTXLIFED_PENDING_STALE_SESSIONS``.
+  ``CTXLIFED_PENDING_STALE_PHASES``, ``CTXLIFED_PENDING_STALE_SESSIONS``,
+  ``CTXLIFED_MEMORY_KEEP``.
 - ``matrix`` overrides cells of the category matrix (``core/matrix.py``): a table
   ``[matrix.<phase>]`` of ``<kind> = "keep" | "summarize" | "archive" | "discard"``. An unknown phase,
   kind or category, or discarding a never-discard kind, is a problem and the whole value is ignored.
@@ -19,6 +20,8 @@ Rules:
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
+- Project memory: the newest ``memory_keep_sessions`` session folders of ``<memory_dir>/sessions`` are
+  kept; older ones roll up into ``history.md`` when a session ends (0 = only ``ctxlifectl memory prune``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Config:
     memory_dir: str = "docs/memory"  # relative to the project root
     write_ledgers: bool = True
     residency_note: bool = True  # once per session, a systemMessage naming residency problems (service/residency.py)
+    memory_keep_sessions: int = 10  # session folders kept under <memory_dir>/sessions; older ones roll up (0 = never)
     redact: bool = True
     max_frame: int = 1 << 20
     max_batch: int = 64
@@ -94,7 +98,7 @@ def _validate(c: Config) -> None:
     if c.max_connections < 1 or c.max_batch < 1:
         raise ValueError("max_connections and max_batch must be at least 1")
     if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb, c.pending_stale_phases,
-           c.pending_stale_sessions) < 0:
+           c.pending_stale_sessions, c.memory_keep_sessions) < 0:
         raise ValueError("sizes and days must not be negative")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
@@ -139,6 +143,7 @@ _ENV = {
     "CTXLIFED_MIN_FREE_MB": "min_free_mb",
     "CTXLIFED_WRITE_LEDGERS": "write_ledgers",
     "CTXLIFED_RESIDENCY_NOTE": "residency_note",
+    "CTXLIFED_MEMORY_KEEP": "memory_keep_sessions",
     "CTXLIFED_MAX_DB_MB": "max_db_mb",
     "CTXLIFED_RETENTION_DAYS": "retention_days",
     "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",

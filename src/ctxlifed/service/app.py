@@ -200,7 +200,8 @@ class Service:
         if method == "shutdown":
             self.stop_requested.set()
             return M.ShutdownResult()
-        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending"):
+        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending",
+                      "memory.prune"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
             await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
@@ -218,6 +219,8 @@ class Service:
             found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
             return M.LessonsResult(markdown=LS.render_lessons_md(found) if found else "No lessons recorded yet.",
                                    lessons=[msgspec.to_builtins(x) for x in found])
+        if method == "memory.prune":
+            return await self.memory_prune(p)
         if method == "compactions":
             project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
             reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
@@ -540,8 +543,7 @@ class Service:
             why = f"phase switch {name} → {phase_now}" + ("; ledger written" if written else "")
             await self._advise_compact(st, budget, "boundary", f"compact:phase:{st.phase_index}", why, now)
         if event == "SessionEnd":
-            self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
-                       st.phase_started, now, "session end")
+            self.spawn(self._end_ledgers, st.session, st.project, st.phase_index, phase_now, st.phase_started, now)
         if went_green and switch is None and phase_now in ("implementation", "testing"):
             await self._advise_compact(st, budget, "boundary", f"compact:green:{now:.0f}",
                                        "tests are green again after implementation work: a clean boundary", now)
@@ -1082,6 +1084,25 @@ class Service:
                 await self.writer.run(partial(_store_switch_and_state, st, switch))
                 self.spawn(self.ledgers.write_phase, st.session, st.project, n, old, started, now, "manual phase switch")
         return M.PhaseSetResult(session=sid, phase=st.phase.phase, changed=switch is not None)
+
+    async def _end_ledgers(self, session: str, project: str, n: int, phase: str, started: float, now: float) -> None:
+        """SessionEnd: the last phase's page, then the roll-up of old session pages (when configured)."""
+        await self.ledgers.write_phase(session, project, n, phase, started, now, "session end")
+        if self.cfg.memory_keep_sessions > 0:
+            await self.ledgers.prune(project, self.cfg.memory_keep_sessions)
+
+    async def memory_prune(self, p: M.MemoryPruneParams) -> M.MemoryPruneResult:
+        project = p.project or (files.project_root(p.cwd) if p.cwd else None)
+        if not project:
+            raise E.InvalidParams("give project or cwd")
+        keep = self.cfg.memory_keep_sessions if p.keep is None else p.keep
+        if keep < 0:
+            raise E.InvalidParams("keep must not be negative")
+        r = await self.ledgers.prune(project, keep, dry_run=p.dry_run)
+        return M.MemoryPruneResult(
+            project=project, rolled_up=r["rolled_up"], sessions=r["sessions"], history=r["history"],
+            reason=r["reason"], kept=[M.MemoryKeptView(path=k["path"], why=k["why"]) for k in r["kept"]],
+            markdown=_prune_markdown(r, keep, p.dry_run))
 
     async def forget(self, p: M.ForgetParams) -> M.ForgetResult:
         if p.id is None and p.session is None and p.project is None:

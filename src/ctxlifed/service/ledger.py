@@ -19,6 +19,16 @@ Rules:
   text (route ``ledger``), so ticking an "Unresolved items" line settles it.
 - Decisions are appended to ``decisions.md`` once each (the highest written item id is kept in
   ``meta``); hand edits to any page are re-indexed into the archive as ``ledger`` items.
+- A phase that settled nothing writes no page: a page is written only when the phase changed a
+  file, ran tests, was entered on tool evidence, or recorded a decision, constraint or pending item
+  (repeated identical runs are stored once, hence the switch evidence) (a session that only asked a
+  question or ran a ``/recall`` leaves no folder behind). Its decisions still reach ``decisions.md``.
+- Old session pages roll up (:meth:`LedgerWriter.prune`, ``ctxlifectl memory prune``, and after every
+  SessionEnd when ``memory_keep_sessions`` > 0): the newest ``keep`` session folders stay; of the older
+  ones, every page ctxlifed wrote and nobody edited becomes one line of ``history.md`` (``core.rollup``)
+  naming the archive id that still holds the whole page, then is deleted, and an emptied folder is
+  removed. Decisions are flushed to ``decisions.md`` first. A hand-edited page, or any other file, is
+  never deleted: it is reported and its folder stays.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import structlog
 
 from ..core import lessons as LS
 from ..core import render as R
+from ..core import rollup as RU
 from ..core.model import estimate_tokens
 from ..core.paths import ledger_relpath, validate_session_id
 from ..store import ops
@@ -89,7 +100,11 @@ class LedgerWriter:
             return None
         sid = validate_session_id(session)
         rel = os.path.join(self.svc.cfg.memory_dir, ledger_relpath(sid, n, phase))
-        data = await self.svc.readers.run(partial(_ledger_rows, sid, started, ended))
+        data = await self.svc.readers.run(partial(_ledger_rows, sid, started, ended, phase))
+        if not data["settled"]:
+            log.info("ledger_skipped", session=sid, phase=phase, reason=reason, why="the phase settled nothing")
+            await self.write_decisions(project)
+            return None
         ld = R.LedgerData(
             session_id=sid, number=n, phase=phase, start=started, end=ended, project=project, cause=reason,
             goal=data["goal"], done=tuple(data["done"]), files_changed=tuple(data["files"]),
@@ -203,6 +218,59 @@ class LedgerWriter:
         await self.svc.writer.run(partial(_index_ledger, real, project, None, self.svc.clock(), quoted))
         return True
 
+    async def prune(self, project: str, keep: int, *, dry_run: bool = False) -> dict[str, Any]:
+        """Roll up all but the ``keep`` newest session folders into ``history.md`` (module rules).
+        Returns what was (or, with ``dry_run``, would be) rolled up and what was kept and why."""
+        out: dict[str, Any] = {"project": project, "rolled_up": [], "sessions": [], "kept": [], "history": "",
+                               "reason": ""}
+        root = self.memory_root(project)
+        if root is None:
+            out["reason"] = "no project memory is written here (not a git work tree of your own, or ledgers are off)"
+            return out
+        await self.write_decisions(project)  # what the old sessions decided is in decisions.md first
+        async with self.lock:
+            mem = os.path.join(os.path.realpath(root), self.svc.cfg.memory_dir)
+            sessions_dir = os.path.join(mem, "sessions")
+            known = await self.svc.readers.run(partial(_ledger_index, project))
+            folders = await anyio.to_thread.run_sync(_session_folders, sessions_dir, known)
+            chosen = RU.select(((sid, newest) for sid, (newest, _pages) in folders.items()), keep)
+            entries: list[str] = []
+            doomed: list[str] = []
+            for sid in chosen:
+                for path, text in folders[sid][1]:
+                    page = RU.parse_page(text) if text is not None else None
+                    indexed = known.get(path, (None, None, None))[2]
+                    if page is None or text != indexed:
+                        why = "not a ctxlifed page" if page is None else "edited by hand"
+                        out["kept"].append({"path": path, "why": why})
+                        continue
+                    entries.append(RU.history_entry(page, known[path][1]))
+                    doomed.append(path)
+                out["sessions"].append(sid)
+            out["rolled_up"] = doomed
+            if dry_run or not doomed:
+                return out
+            where = self._target(root, os.path.join(self.svc.cfg.memory_dir, RU.HISTORY_NAME))
+            if where is None:
+                out["reason"] = "history.md is not ours to write"
+                out["rolled_up"] = []
+                return out
+            target, fmode, dmode = where
+            try:
+                with open(target, encoding="utf-8") as f:
+                    existing: str | None = f.read()
+            except FileNotFoundError:
+                existing = None
+            text = RU.history_text(existing, entries)
+            await anyio.to_thread.run_sync(files.atomic_write, target, text, fmode, dmode)
+            await self.svc.writer.run(partial(_index_ledger, target, project, None, self.svc.clock(), text))
+            self._note(target, text)
+            out["history"] = target
+            await anyio.to_thread.run_sync(_remove_pages, sessions_dir, doomed)
+        log.info("memory_pruned", project=project, pages=len(doomed), sessions=len(out["sessions"]),
+                 kept=len(out["kept"]))
+        return out
+
     def _note(self, path: str, text: str | None = None) -> None:
         self.written.append(path)
         del self.written[:-256]
@@ -244,6 +312,65 @@ def quote_hand_edit(rel: str, text: str) -> str:
             f"{body}\n")
 
 
+def _ledger_index(project: str, conn: sqlite3.Connection) -> dict[str, tuple[float, int | None, str | None]]:
+    """Pages the store knows for ``project``: path -> (time written, archive id, indexed text)."""
+    rows = conn.execute(
+        "SELECT l.path, l.ts, l.archive_id, a.text FROM ledgers l LEFT JOIN archive a ON a.id = l.archive_id"
+        " WHERE l.project = ?", (project,)).fetchall()
+    return {r[0]: (float(r[1]), r[2], r[3]) for r in rows}
+
+
+def _session_folders(sessions_dir: str, known: dict[str, tuple[float, int | None, str | None]],
+                     ) -> dict[str, tuple[float, list[tuple[str, str | None]]]]:
+    """Each session folder: (time of its newest file, [(path, text or None when it is not a page)]).
+    A page's time is when the store says it was written, else its modification time."""
+    out: dict[str, tuple[float, list[tuple[str, str | None]]]] = {}
+    try:
+        sids = sorted(os.listdir(sessions_dir))
+    except OSError:
+        return out
+    for sid in sids:
+        folder = os.path.join(sessions_dir, sid)
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            continue
+        newest = 0.0
+        pages: list[tuple[str, str | None]] = []
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            newest = max(newest, known[path][0] if path in known else st.st_mtime)
+            text = None
+            if RU.PAGE_NAME.match(name) and os.path.isfile(path) and not os.path.islink(path):
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        text = f.read(1 << 20)
+                except (OSError, UnicodeDecodeError):
+                    text = None
+            pages.append((path, text))
+        out[sid] = (newest, pages)
+    return out
+
+
+def _remove_pages(sessions_dir: str, paths: list[str]) -> None:
+    """Delete rolled-up pages, then every session folder they leave empty."""
+    folders = set()
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+        folders.add(os.path.dirname(p))
+    for d in sorted(folders):
+        if os.path.dirname(d) == sessions_dir:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass  # a file we keep is still there
+
+
 def _indexed_text(project: str, path: str, conn: sqlite3.Connection) -> str | None:
     r = conn.execute("SELECT text FROM archive WHERE project = ? AND uid = ?", (project, f"ledger:{path}")).fetchone()
     return r[0] if r else None
@@ -273,7 +400,7 @@ def _new_decisions(project: str, conn: sqlite3.Connection) -> tuple[list[tuple],
     return rows, last
 
 
-def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connection) -> dict[str, Any]:
+def _ledger_rows(session: str, start: float, end: float, phase: str, conn: sqlite3.Connection) -> dict[str, Any]:
     win = (session, start - 0.001, end + 0.001)
     from .compaction import session_goal
 
@@ -294,6 +421,12 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
     pending = conn.execute(
         "SELECT text FROM items WHERE session = ? AND kind = 'pending' AND status = 'open' ORDER BY id DESC LIMIT 12",
         (session,)).fetchall()
+    noted = conn.execute(  # a constraint or an open item stated in this phase
+        "SELECT 1 FROM items WHERE session = ? AND ts BETWEEN ? AND ? AND kind IN ('constraint', 'pending') LIMIT 1",
+        win).fetchone()
+    worked = conn.execute(  # entered on tool evidence (edits, test runs): work happened even if deduplicated
+        "SELECT 1 FROM phase_switches WHERE session = ? AND ts BETWEEN ? AND ? AND to_phase = ? AND cause = 'heuristic'"
+        " LIMIT 1", (*win, phase)).fetchone()
     goal = goal_text or ""
     if estimate_tokens(goal) > 200:
         goal = goal[:800] + "…"
@@ -307,4 +440,6 @@ def _ledger_rows(session: str, start: float, end: float, conn: sqlite3.Connectio
         "tests": [s for _i, s in tests if s],
         "pending": [r[0] for r in pending],
         "ids": ids,
+        # Something to hand off: a file changed, tests ran, a decision/constraint/open item was stated.
+        "settled": bool(files_ or tests or decisions or noted or worked),
     }
