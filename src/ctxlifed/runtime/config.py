@@ -9,7 +9,11 @@ Rules:
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
-  ``CTXLIFED_MAX_CONNECTIONS``.
+  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_PRICES`` (``prefix=usd,prefix=usd``), ``CTXLIFED_COST_TURNS``.
+- Prices: ``prices`` maps a model id prefix to its input price in USD per million tokens
+  (``[ctxlifed.prices]`` table, or ``prices = {"claude-opus-5" = 5.0}``); it overrides the defaults in
+  ``core/cost.py`` (public list prices, dated there). ``cost_turns``: the N of "what a release would
+  save over the next N turns" (1..1000).
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -44,6 +48,8 @@ class Config:
     retention_days: int = 0  # 0 = keep forever
     max_project_mb: int = 0  # 0 = unbounded
     retention_interval_s: float = 3600.0  # retention runs at start and then this often
+    prices: tuple[tuple[str, float], ...] = ()  # (model id prefix, USD per million input tokens) overrides
+    cost_turns: int = 10  # horizon of the release savings shown in status and advice
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -66,6 +72,24 @@ def _pct_list(text: str, n: int) -> tuple[float, ...]:
     return vals
 
 
+def _prices(value: object) -> tuple[tuple[str, float], ...]:
+    """``{"claude-opus-5": 5}`` or ``"claude-opus-5=5,claude-sonnet-5=2"`` -> ((prefix, price), ...)."""
+    if isinstance(value, str):
+        pairs = []
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            k, sep, v = part.partition("=")
+            if not sep or not k.strip():
+                raise ValueError(f"expected prefix=price, got {part.strip()!r}")
+            pairs.append((k.strip(), v))
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise ValueError(f"expected a table of prefix = price, got {type(value).__name__}")
+    return tuple((str(k).strip().lower(), float(v)) for k, v in pairs)
+
+
 def _validate(c: Config) -> None:
     if any(not 0 <= z <= 1 for z in c.zones) or abs(sum(c.zones) - 1.0) > 0.001:
         raise ValueError(f"zone ratios must be within 0..1 and sum to 100%, got {c.zones}")
@@ -82,6 +106,10 @@ def _validate(c: Config) -> None:
         raise ValueError("max_connections and max_batch must be at least 1")
     if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb) < 0:
         raise ValueError("sizes and days must not be negative")
+    if any(not (v >= 0) or v > 1000 for _k, v in c.prices):
+        raise ValueError("prices must be between 0 and 1000 USD per million tokens")
+    if not 1 <= c.cost_turns <= 1000:
+        raise ValueError("cost_turns must be between 1 and 1000")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
 
@@ -94,6 +122,8 @@ def _coerce(name: str, value: object, current: object) -> object:
         return _pct_list(value, 4) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
     if name == "thresholds":
         return _pct_list(value, 3) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
+    if name == "prices":
+        return _prices(value)
     if name == "transcript_roots":
         return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
     if isinstance(current, bool) or name in ("redact", "write_ledgers"):
@@ -127,6 +157,8 @@ _ENV = {
     "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",
     "CTXLIFED_REQUEST_TIMEOUT": "request_timeout_s",
     "CTXLIFED_MAX_CONNECTIONS": "max_connections",
+    "CTXLIFED_PRICES": "prices",
+    "CTXLIFED_COST_TURNS": "cost_turns",
 }
 
 

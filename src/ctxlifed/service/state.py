@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from ..core.accounting import Accounting
+from ..core.cost import CostTally
 from ..core.lessons import Tracker
 from ..core.mustsurvive import Item
 from ..core.phase import PhaseState
@@ -55,6 +56,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None
+    cost: CostTally = msgspec.field(default_factory=CostTally)  # what the session cost so far (bounded)
+    autocompact_env: dict[str, str] = msgspec.field(default_factory=dict)  # from the hook env (core/autocompact.VARS)
+    autocompact_settings: dict[str, str] | None = None  # from the settings files; None: not read yet
 
     def note_injected(self, tokens: int) -> None:
         """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it
