@@ -30,7 +30,7 @@ Rules:
 - Live compression replaces a result before it enters the prompt, so the cache prefix is never
   broken: its saving is the write it avoided (1.25x) plus one re-read (0.1x) per later turn while
   the window would have held it (until the next compaction or /clear: :func:`at_release`).
-- Money as text goes through :func:`usd` only.
+- Money as text goes through ``core.figures.usd`` only.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from ctxlifed.core.figures import usd
 from ctxlifed.core.model import Usage
 
 __all__ = [
@@ -64,7 +65,6 @@ __all__ = [
     "resident_turn_usd",
     "summary_estimate",
     "turn_usd",
-    "usd",
 ]
 
 CACHE_READ = 0.1
@@ -292,16 +292,3 @@ def advice_reason(savings: Sequence[Saving], action: str = "/compact") -> tuple[
         if s.action == action:
             return s.usd, s.reason
     return 0.0, ""
-
-
-def usd(x: float) -> str:
-    """Money as text: ``usd(0.4213) == "$0.42"``, ``usd(0.004) == "$0.004"``, ``usd(0) == "$0.00"``."""
-    if x != x:  # NaN
-        return "$?"
-    a = abs(x)
-    sign = "-" if x < 0 else ""
-    if a == 0 or a >= 0.01:
-        return f"{sign}${a:,.2f}"
-    if a >= 0.0001:
-        return f"{sign}${a:.4f}".rstrip("0")
-    return f"{sign}<$0.0001"
