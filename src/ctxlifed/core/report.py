@@ -43,8 +43,6 @@ AUTO_LINE = "#d62828"
 LEVEL_LINE = "#6c757d"
 
 
-
-
 @dataclass(frozen=True)
 class Scale:
     """Data -> pixels for one chart: x from time, y from value (0 at the bottom)."""

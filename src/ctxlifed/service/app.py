@@ -61,6 +61,7 @@ from ..store.db import Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
 from . import compaction, cost as COST, derive as DV, files
+from . import report as report_svc
 from . import lessons as lessons_svc
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
@@ -173,7 +174,7 @@ class Service:
         if method == "shutdown":
             self.stop_requested.set()
             return M.ShutdownResult()
-        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions"):
+        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "report"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
             await self.backlog.wait(None, None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
@@ -193,6 +194,8 @@ class Service:
             project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
             reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
+        if method == "report":
+            return await report_svc.report(self, p)
         raise E.MethodNotFound(f"Method not found: {method}")
 
     # -- sessions ------------------------------------------------------------------------------
