@@ -284,6 +284,29 @@ def test_empty_report_renders() -> None:
     assert "no responses measured yet" in RP.render_terminal(r)
 
 
+def test_samples_without_a_time_are_not_drawn() -> None:
+    r = _report(samples=[[0, 99_000, 0.1], *(_report()["samples"])])
+    assert _points(RP.render_svg_context(r), "context-line") == _points(RP.render_svg_context(_report()), "context-line")
+
+
+def test_status_text_shows_cost_and_overrides() -> None:
+    from ctxlifed.cli.main import render_status
+
+    sess = {"session": "s1", "events": 3, "last_ts": 0, "project": "/p", "phase": "testing", "phase_since": 0,
+            "context_tokens": 106_000, "window": 200_000, "estimated": False, "working_pct": 0.69, "level": 1,
+            "zones": _report()["zones"], "autocompact_at": 90_000, "tokens_to_autocompact": 0,
+            "autocompact_env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"},
+            "cost": {**_report()["cost"], "last_turn_usd": 0.02, "cache_expired": True, "resume_write_usd": 0.0713}}
+    r = {"version": "x", "protocol": 1, "pid": 1, "uptime_s": 1, "socket": "s", "db_path": "d", "db_bytes": 0,
+         "wal_bytes": 0, "archive_items": 0, "events": 0, "sessions": [sess]}
+    text = render_status(r, 0.0)
+    assert "auto-compact at 90,000, 0 tokens away (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=50)" in text
+    assert "cost    $1.20 so far over 5 turns · what stays resident costs $0.03 a turn" in text
+    assert "re-writes the context (≈$0.0713)" in text
+    assert "live    compression kept 12,000 tokens out of the window, saving $0.06" in text
+    assert "save    /compact saves ≈$0.20 over the next 10 turns (estimate)" in text
+
+
 def test_terminal_rendering() -> None:
     text = RP.render_terminal(_report(), width=20)
     lines = text.splitlines()

@@ -2,7 +2,8 @@
 
 Rules:
 - Pure: no I/O, no clock, no logging. Every fold returns a new :class:`CostTally`; the argument is
-  never changed. The state is msgspec-serialisable and bounded (:data:`MAX_SAMPLES` samples).
+  never changed. The state is msgspec-serialisable and bounded (:data:`MAX_SAMPLES` samples, each
+  time rounded to 0.1 s and money to 1e-6 USD; when full, every other sample is dropped).
 - Prices are USD per million input tokens, per model id prefix (most specific first, as
   ``budget.KNOWN_WINDOWS``). Defaults: :data:`DEFAULT_INPUT_PRICES`, the public list prices taken on
   :data:`PRICES_TAKEN` from :data:`PRICES_SOURCE`; the config's ``prices`` override them (a longer
@@ -71,7 +72,7 @@ CACHE_READ = 0.1
 CACHE_WRITE = 1.25
 OUTPUT = 5.0
 MTOK = 1_000_000
-MAX_SAMPLES = 512
+MAX_SAMPLES = 160  # the state is saved with every event: a few kB at most
 PRICES_TAKEN = "2026-12-01"
 PRICES_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing"
 FALLBACK_PRICE = 5.0  # an unknown model is priced as the current Opus
@@ -207,7 +208,8 @@ def fold_usages(t: CostTally, usages: Iterable[Usage], price: Price) -> CostTall
             cache_read_tokens=t.cache_read_tokens - prev.cache_read_tokens + tc.cache_read_tokens,
             output_tokens=t.output_tokens - prev.output_tokens + tc.output_tokens,
             usd=usd_total, last=tc, price=price, live_saved_usd=t.live_saved_usd + live_read,
-            samples=_add_sample(t.samples, Sample(ts=u.ts, context_tokens=u.context_tokens, usd=usd_total), same))
+            samples=_add_sample(t.samples, Sample(ts=round(u.ts, 1), context_tokens=u.context_tokens,
+                                                   usd=round(usd_total, 6)), same))
     return t
 
 

@@ -76,7 +76,7 @@ def _esc(x: Any) -> str:
 def _samples(r: dict[str, Any]) -> list[tuple[float, int, float]]:
     out = []
     for s in (r.get("samples") or [])[-MAX_POINTS:]:
-        if isinstance(s, (list, tuple)) and len(s) >= 3:
+        if isinstance(s, (list, tuple)) and len(s) >= 3 and s[0] > 0:  # a response without a time: not drawn
             out.append((float(s[0]), int(s[1]), float(s[2])))
     return sorted(out, key=lambda s: s[0])
 
