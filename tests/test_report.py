@@ -302,7 +302,7 @@ def test_status_text_shows_cost_and_overrides() -> None:
     text = render_status(r, 0.0)
     assert "auto-compact at 90,000, 0 tokens away (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=50)" in text
     assert "cost    $1.20 so far over 5 turns · what stays resident costs $0.03 a turn" in text
-    assert "re-writes the context (≈$0.0713)" in text
+    assert "re-writes the context (≈$0.07)" in text
     assert "live    compression kept 12,000 tokens out of the window, saving $0.06" in text
     assert "save    /compact saves ≈$0.20 over the next 10 turns (estimate)" in text
 
