@@ -192,3 +192,21 @@ def test_shim_adds_the_overrides_to_the_payload(shim_mod, monkeypatch) -> None:
     assert json.loads(shim_mod._with_env(b"{ }")) == {"ctxlifed_env": {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "200000",
                                                                        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}}
 
+
+
+def test_settings_paths_that_cannot_be_opened_are_skipped(tmp_path, monkeypatch) -> None:
+    from ctxlifed.service import cost as COST
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-user-settings"))
+    from ctxlifed.service.state import SessionState
+
+    st = SessionState(session="s", project="/tmp\x00x", cwd="/tmp\x00x")
+    COST.note_overrides(st, {"hook_event_name": "SessionStart"}, "SessionStart")
+    assert st.autocompact_settings is not None and st.autocompact_env == {}
+    big = tmp_path / "p" / ".claude"
+    big.mkdir(parents=True)
+    (big / "settings.json").write_text(json.dumps({"env": {AC.PCT_VAR: "40"}, "pad": "x" * COST.MAX_SETTINGS_BYTES}))
+    (big / "settings.local.json").write_text(json.dumps(["not", "an", "object"]))
+    st = SessionState(session="s", project=str(tmp_path / "p"))
+    COST.note_overrides(st, {}, "SessionStart")
+    assert AC.PCT_VAR not in st.autocompact_settings  # over the size bound: skipped

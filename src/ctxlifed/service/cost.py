@@ -14,7 +14,8 @@ Rules:
   variables from Claude Code's environment) wins per variable; then the ``env`` of
   ``<project>/.claude/settings.local.json``, ``<project>/.claude/settings.json`` and the user's
   ``settings.json`` (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``), read at SessionStart and at a session's
-  first event, each at most :data:`MAX_SETTINGS_BYTES`; an unreadable or malformed file is skipped.
+  first event, each at most :data:`MAX_SETTINGS_BYTES`; an unreadable or malformed file (or a path
+  that cannot be opened, a NUL in it) is skipped.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def _env_of(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_SETTINGS_BYTES + 1)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path from the payload
         return None
     if len(raw) > MAX_SETTINGS_BYTES:
         return None
