@@ -210,3 +210,23 @@ def test_settings_paths_that_cannot_be_opened_are_skipped(tmp_path, monkeypatch)
     st = SessionState(session="s", project=str(tmp_path / "p"))
     COST.note_overrides(st, {}, "SessionStart")
     assert AC.PCT_VAR not in st.autocompact_settings  # over the size bound: skipped
+
+
+def test_rewind_is_priced_back_to_where_the_phase_began() -> None:
+    from ctxlifed.core import budget as B
+    from ctxlifed.core.phase import PhaseState
+    from ctxlifed.runtime.config import Config
+    from ctxlifed.service import cost as COST
+    from ctxlifed.service.state import SessionState
+
+    price = C.price_for("claude-sonnet-4-5")
+    st = SessionState(session="s", project="/p", model="claude-sonnet-4-5", system_tokens=10_000,
+                      phase=PhaseState(phase="testing", since=150.0), phase_started=150.0)
+    st.cost = C.fold_usages(C.CostTally(), [u("a", read=40_000, ts=100.0), u("b", read=60_000, ts=140.0),
+                                            u("c", read=90_000, ts=160.0)], price)
+    b = B.compute_budget(window=200_000, context_tokens=90_000, system_tokens=10_000, ledger_tokens=0)
+    rw = next(x for x in COST.savings(st, b, Config()) if x.action == "/rewind")
+    assert rw.usd == pytest.approx(10 * (90_000 - 60_000) * 0.1 * 3e-6)
+    assert "back to 60,000 tokens, where the testing phase began" in rw.reason
+    st.boundary_ts = 155.0  # a compaction since the phase began: no rewind across it
+    assert "/rewind" not in {x.action for x in COST.savings(st, b, Config())}

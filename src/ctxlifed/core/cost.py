@@ -251,10 +251,12 @@ def summary_estimate(context_tokens: int, system_tokens: int) -> int:
 
 def release_savings(*, context_tokens: int, system_tokens: int, price: Price, turns: int,
                     cold: bool = False, cold_write_usd: float | None = None,
-                    summary_tokens: int | None = None, rewind_to: int | None = None) -> list[Saving]:
+                    summary_tokens: int | None = None, rewind_to: int | None = None,
+                    rewind_note: str = "") -> list[Saving]:
     """Savings of ``/clear``, ``/compact`` and (with ``rewind_to``) ``/rewind`` over the next ``turns``
     turns, largest first (see module rules). ``cold``: the cache has expired; ``cold_write_usd``:
-    Claude Code's own figure for re-writing the context then."""
+    Claude Code's own figure for re-writing the context then; ``rewind_note``: where the rewind goes
+    (said in its reason)."""
     n = max(int(turns), 1)
     c = max(context_tokens, 0)
     sys_ = min(max(system_tokens, 0), c)
@@ -275,17 +277,18 @@ def release_savings(*, context_tokens: int, system_tokens: int, price: Price, tu
     for action, cost, est in costs:
         saved = keep - cost
         out.append(Saving(action=action, turns=n, usd=saved, keep_usd=keep, action_usd=cost, estimated=est,
-                          reason=_reason(action, saved, n, c, price, cold)))
+                          reason=_reason(action, saved, n, c, price, cold,
+                                         rewind_note if action == "/rewind" else "")))
     return sorted(out, key=lambda s: -s.usd)
 
 
-def _reason(action: str, saved: float, n: int, c: int, price: Price, cold: bool) -> str:
+def _reason(action: str, saved: float, n: int, c: int, price: Price, cold: bool, note: str = "") -> str:
     per_turn = resident_turn_usd(c, price)
     head = (f"{action} saves ≈{usd(saved)} over the next {n} turns" if saved > 0
             else f"{action} costs ≈{usd(-saved)} more than it saves over the next {n} turns")
     tail = (f"the {c:,} resident tokens cost {usd(per_turn)} a turn at {usd(price.input_per_mtok)}/MTok input"
             + ("; the cache has expired, so the next turn re-writes them" if cold else ""))
-    return f"{head} ({tail})"
+    return f"{head} ({note + '; ' if note else ''}{tail})"
 
 
 def advice_reason(savings: Sequence[Saving], action: str = "/compact") -> tuple[float, str]:

@@ -8,6 +8,8 @@ Rules:
   rewritten transcript) starts the tally afresh, so nothing is counted twice.
 - :func:`note_live_compression` is the counter live compression increments (tokens it kept out of the
   prompt); status shows its total and the money it saved.
+- ``/rewind`` is priced back to where the current phase began (the context of the last response
+  before it), when that is after the last compaction; otherwise it is not offered.
 - A resume's cache figures (``estimated_cache_write_usd``, ``prompt_cache_likely_expired``) hold until
   the next response, which re-writes the cache (its cost is then in the tally).
 - Overrides (:func:`note_overrides`): the payload's ``ctxlifed_env`` (the shim forwards the two
@@ -75,9 +77,22 @@ def cache_cold(st: SessionState) -> bool:
 
 
 def savings(st: SessionState, b: B.Budget, cfg: Config) -> list[C.Saving]:
+    rewind_to = _context_before(st, st.phase_started)
     return C.release_savings(context_tokens=b.context_tokens, system_tokens=st.system_tokens or 0,
                              price=price(st, cfg), turns=cfg.cost_turns, cold=cache_cold(st),
-                             cold_write_usd=st.cost.resume_write_usd, summary_tokens=_last_post_tokens(st))
+                             cold_write_usd=st.cost.resume_write_usd, summary_tokens=_last_post_tokens(st),
+                             rewind_to=rewind_to,
+                             rewind_note=f"back to {rewind_to:,} tokens, where the {st.phase.phase} phase began"
+                             if rewind_to is not None else "")
+
+
+def _context_before(st: SessionState, ts: float) -> int | None:
+    """The context size of the last response before ``ts`` (None without one, or after a compaction
+    since: a rewind does not cross a compaction)."""
+    if st.boundary_ts and st.boundary_ts >= ts:
+        return None
+    before = [s for s in st.cost.samples if 0 < s.ts < ts and s.ts > st.boundary_ts]
+    return before[-1].context_tokens if before else None
 
 
 def compact_reason(st: SessionState, b: B.Budget | None, cfg: Config) -> str:
