@@ -284,6 +284,13 @@ def test_empty_report_renders() -> None:
     assert "no responses measured yet" in RP.render_terminal(r)
 
 
+def test_a_context_past_the_window_stays_in_view() -> None:
+    r = _report(samples=[[1000.0, 15_000, 0.05], [2000.0, 220_000, 1.0]])
+    svg = RP.render_svg_context(r)
+    sc = _scale(r, 231_000, RP.PAD_T, RP.H - RP.PAD_T - RP.PAD_B)
+    assert sc.value_at(_points(svg, "context-line")[-1][1]) == pytest.approx(220_000, abs=30)
+
+
 def test_samples_without_a_time_are_not_drawn() -> None:
     r = _report(samples=[[0, 99_000, 0.1], *(_report()["samples"])])
     assert _points(RP.render_svg_context(r), "context-line") == _points(RP.render_svg_context(_report()), "context-line")

@@ -7,7 +7,8 @@ Rules:
   from the data is HTML-escaped.
 - Geometry is one path: :class:`Scale` maps (ts, value) to pixels for every mark of a chart, so a
   number drawn can be read back from its coordinates (the tests do).
-- The context chart spans the model's window: the four zone bands (System, Ledger, Working, Buffer:
+- The context chart spans the model's window (or 5 % above the peak, if the context ever exceeded it);
+  the time axis spans the responses. Drawn: the four zone bands (System, Ledger, Working, Buffer:
   their capacities stacked from 0), the level lines (System + Ledger used + l x Working capacity, as
   the budget computes the level), the auto-compaction line, phase bands along the top, compactions as
   a vertical line with the size before and after, and the context size after every response (a step
@@ -82,7 +83,11 @@ def _samples(r: dict[str, Any]) -> list[tuple[float, int, float]]:
 
 
 def _span(r: dict[str, Any], samples: Sequence[tuple[float, int, float]]) -> tuple[float, float]:
+    """The time axis: the responses' span (transcript times); the session's first and last event
+    only without responses (phases and compactions outside it are drawn at its edges)."""
     ts = [s[0] for s in samples]
+    if len(ts) >= 2:
+        return min(ts), max(ts)
     for key in ("first_ts", "last_ts"):
         v = r.get(key)
         if isinstance(v, (int, float)) and v > 0:
@@ -112,8 +117,10 @@ def render_svg_context(r: dict[str, Any]) -> str:
     """The context chart: zones, levels, auto-compaction, phases, compactions, context size."""
     samples = _samples(r)
     t0, t1 = _span(r, samples)
-    window = int(r.get("window") or 0) or max([s[1] for s in samples] + [1])
-    sc = Scale(t0, t1, window, PAD_L, PAD_T, W - PAD_L - PAD_R, H - PAD_T - PAD_B)
+    window = int(r.get("window") or 0)
+    peak = max([s[1] for s in samples] + [1])
+    vmax = window if peak <= window else round(peak * 1.05)  # a context past the window stays in view
+    sc = Scale(t0, t1, vmax, PAD_L, PAD_T, W - PAD_L - PAD_R, H - PAD_T - PAD_B)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="context-chart" width="{W}" height="{H}"'
            f' viewBox="0 0 {W} {H}" role="img" aria-label="context size over time">',
            f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>']
@@ -154,7 +161,7 @@ def render_svg_context(r: dict[str, Any]) -> str:
     out.append(f'<line x1="{sc.left}" x2="{sc.left + sc.width}" y1="{sc.top + sc.height}"'
                f' y2="{sc.top + sc.height}" stroke="#333"/>')
     for k in range(5):
-        v = window * k / 4
+        v = vmax * k / 4
         y = sc.y(v)
         out.append(f'<text x="{sc.left - 6}" y="{round(y + 4, 2)}" text-anchor="end" font-size="11">'
                    f'{tokens(round(v))}</text>')
