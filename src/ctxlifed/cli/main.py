@@ -1,4 +1,4 @@
-"""ctxlifectl: status, recall, phase, forget, pending, memory prune, daemon control, Claude Code install, service, doctor.
+"""ctxlifectl: status, recall, phase, forget, pending, memory prune, report, daemon control, Claude Code install, service, doctor.
 
 Rules:
 - Figures in ``status`` (percentages, token counts, levels) are formatted by ``core.figures``'
@@ -11,6 +11,8 @@ Rules:
   ``<data>/ctxlifed.lock``.
 - Exit codes: 0 ok; 1 daemon down or a remote error (the message says what to do); 2 usage error.
 - ``--json`` prints the daemon's result as JSON for scripts; without it output is for humans.
+- ``report --html FILE`` writes one self-contained page (``core.report``), 0600; ``--open`` opens it
+  with the platform's browser (a local file: nothing leaves the machine).
 - ``status`` also shows what the hook shim left on disk (``cli.shimstate``: events it could keep
   nowhere, its runtime-dir spool, a daemon marked stalled), read client-side; with the daemon down
   those lines go to stderr with the error.
@@ -104,7 +106,11 @@ def render_status(r: dict[str, Any], now: float) -> str:
                              f" {F.tokens(z['capacity']):>9}  {F.percent(z['pct']):>6}")
             lines.append(f"  level   {F.level_name(s['level'])} (Working {F.percent(s['working_pct'])})"
                          f" · auto-compact at {F.tokens(s['autocompact_at'])},"
-                         f" {F.tokens(max(0, s['tokens_to_autocompact']))} tokens away")
+                         f" {F.tokens(max(0, s['tokens_to_autocompact']))} tokens away"
+                         + (" (" + ", ".join(f"{k}={v}" for k, v in s["autocompact_env"].items()) + ")"
+                            if s.get("autocompact_env") else ""))
+        if s.get("cost"):
+            lines += render_cost(s["cost"])
         for a in s.get("advice") or []:
             lines.append(f"  advice  {a}")
         if s.get("where"):
@@ -112,6 +118,22 @@ def render_status(r: dict[str, Any], now: float) -> str:
         if s.get("survival"):
             lines.append(render_survival(s["survival"]))
     return "\n".join(lines)
+
+
+def render_cost(c: dict[str, Any]) -> list[str]:
+    """The session's cost lines (money through ``core.figures.usd``, as everywhere)."""
+    lines = [f"  cost    {F.usd(c['usd'])} so far over {c['turns']} turns · what stays resident costs"
+             f" {F.usd(c['resident_turn_usd'])} a turn (cache read) · last turn {F.usd(c['last_turn_usd'])}"
+             f" · {F.usd(c['model_price'])}/MTok input ({c['price_source']}, prices of {c['prices_taken']})"]
+    if c.get("cache_expired"):
+        lines.append("  resume  the prompt cache has likely expired: the next turn re-writes the context"
+                     + (f" (≈{F.usd(c['resume_write_usd'])})" if c.get("resume_write_usd") is not None else ""))
+    if c.get("live_saved_tokens"):
+        lines.append(f"  live    compression kept {F.tokens(c['live_saved_tokens'])} tokens out of the window,"
+                     f" saving {F.usd(c['live_saved_usd'])}")
+    for sv in c.get("savings") or []:
+        lines.append(f"  save    {sv['reason']}" + (" (estimate)" if sv.get("estimated") else ""))
+    return lines
 
 
 def render_where(w: dict[str, Any]) -> str:
@@ -279,6 +301,31 @@ def cmd_memory(ns: argparse.Namespace, sock: str) -> int:
         params["keep"] = ns.keep
     r = call(sock, "memory.prune", params)
     print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+
+
+def cmd_report(ns: argparse.Namespace, sock: str) -> int:
+    from ..core import report as RP
+
+    params: dict[str, Any] = {"session": ns.session} if ns.session else {"cwd": os.getcwd()}
+    r = call(sock, "report", params)
+    if ns.json:
+        print(json.dumps(r, indent=2, ensure_ascii=False))
+        return 0
+    if not ns.html:
+        if ns.open:
+            print("ctxlifectl report: --open needs --html FILE", file=sys.stderr)
+            return 2
+        print(RP.render_terminal(r))
+        return 0
+    path = os.path.abspath(ns.html)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(RP.render_html(r))
+    print(f"report written to {path}")
+    if ns.open:
+        import webbrowser
+
+        webbrowser.open("file://" + path)
     return 0
 
 
@@ -463,6 +510,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", type=int, help="session folders to keep (default: memory_keep_sessions, 10)")
     p.add_argument("--dry-run", action="store_true", help="say what would be rolled up, change nothing")
     p.set_defaults(fn=cmd_memory)
+
+    p = add("report", "one session as a picture: context size, zones, phases, compactions, cost")
+    p.add_argument("--session")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page (inline SVG) to FILE")
+    p.add_argument("--open", action="store_true", help="open the HTML page in the browser")
+    p.set_defaults(fn=cmd_report)
 
     p = add("daemon", "start | stop | restart | ping the daemon")
     p.add_argument("action", choices=["start", "stop", "restart", "ping"])

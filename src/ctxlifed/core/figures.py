@@ -8,13 +8,14 @@ Rules:
   model reads equals its ``status --json`` source.
 - ``status --json`` carries fractions rounded to 4 decimals; :func:`percent` rounds the same way
   first, so the raw and the JSON value print alike. A percentage is always given a fraction.
+- Money (:func:`usd`): two decimals from a cent up, else up to four significant decimals.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["LEVEL_NAMES", "level_name", "percent", "tokens"]
+__all__ = ["LEVEL_NAMES", "level_name", "percent", "tokens", "usd"]
 
 LEVEL_NAMES = {0: "none", 1: "L0→L1", 2: "L1→L2", 3: "L2→L3"}  # core.model.Level values
 
@@ -38,3 +39,16 @@ def level_name(level: int) -> str:
         return LEVEL_NAMES.get(int(level), str(level))
     except (TypeError, ValueError):
         return str(level)
+
+
+def usd(x: float) -> str:
+    """Money as text: ``usd(0.4213) == "$0.42"``, ``usd(0.004) == "$0.004"``, ``usd(0) == "$0.00"``."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "$?"
+    a = abs(x)
+    sign = "-" if x < 0 else ""
+    if a == 0 or a >= 0.01:
+        return f"{sign}${a:,.2f}"
+    if a >= 0.0001:
+        return f"{sign}${a:.4f}".rstrip("0")
+    return f"{sign}<$0.0001"

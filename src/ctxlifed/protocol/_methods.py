@@ -92,6 +92,38 @@ class ZoneView(_R, kw_only=True):
     pct: float
 
 
+class SavingView(_R, kw_only=True):
+    action: str
+    turns: int
+    usd: float
+    keep_usd: float
+    action_usd: float
+    estimated: bool
+    reason: str
+
+
+class CostView(_R, kw_only=True):
+    """What the session cost so far and what stays resident costs (core/cost.py)."""
+
+    model_price: float  # USD per million input tokens
+    price_source: str  # default | config | fallback
+    prices_taken: str  # the date the default prices were taken
+    turns: int = 0
+    input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    last_turn_usd: float = 0.0
+    resident_turn_usd: float = 0.0  # the next turn's re-read of the current context
+    cache_expired: bool | None = None  # SessionStart(resume): prompt_cache_likely_expired
+    resume_write_usd: float | None = None  # SessionStart(resume): estimated_cache_write_usd
+    live_saved_tokens: int = 0  # kept out of the window by live compression
+    live_saved_usd: float = 0.0
+    horizon_turns: int = 10
+    savings: list[SavingView] = []
+
+
 class SessionView(_R, kw_only=True):
     session: str
     project: str
@@ -115,6 +147,8 @@ class SessionView(_R, kw_only=True):
     survival: dict[str, Any] | None = None
     residency: dict[str, Any] | None = None
     compact_instructions: str | None = None
+    cost: CostView | None = None
+    autocompact_env: dict[str, str] = {}  # the overrides honoured for autocompact_at
 
 
 class StatusResult(_R, kw_only=True):
@@ -273,6 +307,31 @@ class MemoryPruneResult(_R, kw_only=True):
     reason: str = ""  # why nothing could be done, when so
 
 
+# -- report -------------------------------------------------------------------------------------
+class ReportParams(_P, kw_only=True):
+    session: str | None = None
+    cwd: str | None = None
+
+
+class ReportResult(_R, kw_only=True):
+    """One session's time series and what the HTML/terminal report draws (core/report.py)."""
+
+    session: str
+    project: str
+    model: str | None = None
+    window: int = 0
+    zones: list[ZoneView] = []  # capacities of System, Ledger, Working, Buffer
+    thresholds: list[float] = []  # Working-zone fractions of the levels l1, l2, l3
+    autocompact_at: int = 0
+    first_ts: float = 0.0
+    last_ts: float = 0.0
+    samples: list[list[float]] = []  # [ts, context_tokens, cumulative usd], oldest first
+    phases: list[dict[str, Any]] = []  # {phase, start, end}
+    compactions: list[dict[str, Any]] = []  # {ts, trigger, pre_tokens, post_tokens}
+    largest: list[dict[str, Any]] = []  # {kind, label, tokens}
+    cost: CostView | None = None
+
+
 METHODS: dict[str, tuple[type | None, type]] = {
     "hello": (HelloParams, HelloResult),
     "ping": (PingParams, PingResult),
@@ -286,6 +345,7 @@ METHODS: dict[str, tuple[type | None, type]] = {
     "lessons": (LessonsParams, LessonsResult),
     "pending": (PendingParams, PendingResult),
     "memory.prune": (MemoryPruneParams, MemoryPruneResult),
+    "report": (ReportParams, ReportResult),
 }
 
 _decoders: dict[str, msgspec.json.Decoder] = {

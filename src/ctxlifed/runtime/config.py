@@ -11,12 +11,17 @@ Rules:
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
   ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``, ``CTXLIFED_MATRIX`` (``phase.kind=category,...``),
   ``CTXLIFED_PENDING_STALE_PHASES``, ``CTXLIFED_PENDING_STALE_SESSIONS``,
-  ``CTXLIFED_MEMORY_KEEP``.
+  ``CTXLIFED_MEMORY_KEEP``, ``CTXLIFED_PRICES`` (``prefix=usd,prefix=usd``),
+  ``CTXLIFED_COST_TURNS``.
 - ``matrix`` overrides cells of the category matrix (``core/matrix.py``): a table
   ``[matrix.<phase>]`` of ``<kind> = "keep" | "summarize" | "archive" | "discard"``. An unknown phase,
   kind or category, or discarding a never-discard kind, is a problem and the whole value is ignored.
 - A pending item untouched for ``pending_stale_phases`` phase switches or ``pending_stale_sessions``
   later sessions of its project (0 = never) is stale: listed as stale, never injected as current.
+- Prices: ``prices`` maps a model id prefix to its input price in USD per million tokens
+  (``[ctxlifed.prices]`` table, or ``prices = {"claude-opus-5" = 5.0}``); it overrides the defaults in
+  ``core/cost.py`` (public list prices, dated there). ``cost_turns``: the N of "what a release would
+  save over the next N turns" (1..1000).
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -61,6 +66,8 @@ class Config:
     matrix: tuple[tuple[str, str, str], ...] = ()
     pending_stale_phases: int = 4  # an open item untouched for this many phase switches is stale (0 = never)
     pending_stale_sessions: int = 3  # ... or for this many later sessions of its project (0 = never)
+    prices: tuple[tuple[str, float], ...] = ()  # (model id prefix, USD per million input tokens) overrides
+    cost_turns: int = 10  # horizon of the release savings shown in status and advice
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -83,6 +90,24 @@ def _pct_list(text: str, n: int) -> tuple[float, ...]:
     return vals
 
 
+def _prices(value: object) -> tuple[tuple[str, float], ...]:
+    """``{"claude-opus-5": 5}`` or ``"claude-opus-5=5,claude-sonnet-5=2"`` -> ((prefix, price), ...)."""
+    if isinstance(value, str):
+        pairs = []
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            k, sep, v = part.partition("=")
+            if not sep or not k.strip():
+                raise ValueError(f"expected prefix=price, got {part.strip()!r}")
+            pairs.append((k.strip(), v))
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise ValueError(f"expected a table of prefix = price, got {type(value).__name__}")
+    return tuple((str(k).strip().lower(), float(v)) for k, v in pairs)
+
+
 def _validate(c: Config) -> None:
     if any(not 0 <= z <= 1 for z in c.zones) or abs(sum(c.zones) - 1.0) > 0.001:
         raise ValueError(f"zone ratios must be within 0..1 and sum to 100%, got {c.zones}")
@@ -100,6 +125,10 @@ def _validate(c: Config) -> None:
     if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb, c.pending_stale_phases,
            c.pending_stale_sessions, c.memory_keep_sessions) < 0:
         raise ValueError("sizes and days must not be negative")
+    if any(not (v >= 0) or v > 1000 for _k, v in c.prices):
+        raise ValueError("prices must be between 0 and 1000 USD per million tokens")
+    if not 1 <= c.cost_turns <= 1000:
+        raise ValueError("cost_turns must be between 1 and 1000")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
 
@@ -114,6 +143,8 @@ def _coerce(name: str, value: object, current: object) -> object:
         return _pct_list(value, 3) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
     if name == "matrix":
         return parse_overrides(value)
+    if name == "prices":
+        return _prices(value)
     if name == "transcript_roots":
         return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
     if isinstance(current, bool) or name in ("redact", "write_ledgers"):
@@ -152,6 +183,8 @@ _ENV = {
     "CTXLIFED_MATRIX": "matrix",
     "CTXLIFED_PENDING_STALE_PHASES": "pending_stale_phases",
     "CTXLIFED_PENDING_STALE_SESSIONS": "pending_stale_sessions",
+    "CTXLIFED_PRICES": "prices",
+    "CTXLIFED_COST_TURNS": "cost_turns",
 }
 
 

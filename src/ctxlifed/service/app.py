@@ -80,7 +80,8 @@ from ..store import ops, queries
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
-from . import compaction, derive as DV, files
+from . import compaction, cost as COST, derive as DV, files
+from . import report as report_svc
 from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .ledger import LedgerWriter
@@ -201,7 +202,7 @@ class Service:
             self.stop_requested.set()
             return M.ShutdownResult()
         if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending",
-                      "memory.prune"):
+                      "memory.prune", "report"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
             await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
         if method == "status":
@@ -225,6 +226,8 @@ class Service:
             project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
             reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
+        if method == "report":
+            return await report_svc.report(self, p)
         raise E.MethodNotFound(f"Method not found: {method}")
 
     @property
@@ -468,6 +471,9 @@ class Service:
             st.context_tokens, st.estimated = payload["context_tokens"], False
         if event == "SessionStart" and isinstance(payload.get("model"), str):
             st.model = payload["model"]
+        if event == "SessionStart":
+            COST.note_session_start(st, payload)
+        COST.note_overrides(st, payload, event)
         if event == "InstructionsLoaded":
             compaction.note_instructions(st, payload, now)
         if tdelta is not None:
@@ -552,7 +558,8 @@ class Service:
             st.level = int(budget.level)
             await self._advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
                                        f"Working zone at {F.percent(budget.working_pct)}"
-                                       f" (level {F.level_name(budget.level)})", now)
+                                       f" (level {F.level_name(budget.level)})"
+                                       + _with_reason(COST.compact_reason(st, budget, self.cfg)), now)
         # After the level advice: the more urgent one wins the single advice slot.
         if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
@@ -666,6 +673,7 @@ class Service:
         the session: model, usage, context size, accounting, compaction boundaries."""
         # A line must be shorter than a read to be seen whole; a longer one is skipped (its usage
         # counted from its head and tail), never waited for.
+        from_start = st.cursor.offset == 0
         st.cursor, delta = T.feed(st.cursor, chunk, max_line=MAX_TRANSCRIPT_READ - 1)
         seen = self.hook_tools.get(st.session)
         if seen:
@@ -685,6 +693,7 @@ class Service:
         elif ctx is not None:
             st.context_tokens, st.estimated = ctx, False
         st.acc = A.fold(st.acc, delta)
+        COST.fold(st, delta, self.cfg, from_start=from_start)
         if delta.boundaries:
             st.boundary_ts = delta.boundaries[-1].ts
             st.ledger_tokens = 0
@@ -697,7 +706,8 @@ class Service:
         window = B.window_for_model(st.model, self.cfg.window)
         return B.compute_budget(window=window, context_tokens=st.context_tokens,
                                 system_tokens=st.system_tokens or 0, ledger_tokens=st.ledger_tokens,
-                                ratios=self.ratios, thresholds=self.thresholds, estimated=st.estimated)
+                                ratios=self.ratios, thresholds=self.thresholds, estimated=st.estimated,
+                                autocompact_at=COST.autocompact_at(st, window))
 
     @property
     def matrix(self) -> MX.Matrix:
@@ -948,7 +958,9 @@ class Service:
             v.zones = [M.ZoneView(name=z.name, capacity=z.capacity, used=z.used, pct=round(z.pct, 4)) for z in b.zones]
             v.working_pct, v.level = round(b.working_pct, 4), int(b.level)
             v.autocompact_at, v.tokens_to_autocompact = b.autocompact_at, b.tokens_to_autocompact
-        v.advice = advice_for(st, b, self.matrix)
+        v.advice = advice_for(st, b, self.matrix, reason=COST.compact_reason(st, b, self.cfg))
+        v.cost = COST.view(st, b, self.cfg)
+        v.autocompact_env = COST.overrides(st)
         if where:
             v.where = compaction.where(st)
         if survival:
@@ -1244,13 +1256,19 @@ def near_autocompact(b: B.Budget) -> bool:
     return b.tokens_to_autocompact <= max(10_000, b.window * 3 // 100)
 
 
-def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFAULT) -> list[str]:
+def _with_reason(reason: str) -> str:
+    return f"; {reason}" if reason else ""
+
+
+def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFAULT, *,
+               reason: str = "") -> list[str]:
     """Release advice following the chapter's decision tree, most relevant first; the same rules as the
     advice delivered in the session (core/advice.py).
 
     Need the earlier work? No: /clear (free, cleanest). Yes, but the last steps went wrong: /rewind
     (cache-friendly). Yes: /compact <focus>, only where it pays. Large reads: a subagent, so only its
     summary enters the window.
+    ``reason``: what /compact would save (``service.cost.compact_reason``), given with the /compact advice.
     """
     if b is None:
         return ["no usage figures yet (the transcript has no assistant response)"]
@@ -1264,7 +1282,7 @@ def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFA
         if kind in st.advice_lines:
             out.append(st.advice_lines[kind])
     if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus}")
+        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus}{_with_reason(reason)}")
     big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
     if big and "subagent" not in st.advice_lines:
         out.append(f"large reads ({big[0].label}: {F.tokens(big[0].tokens)} tokens) cost every turn: "

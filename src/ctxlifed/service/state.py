@@ -14,6 +14,7 @@ from collections.abc import Callable
 import msgspec
 
 from ..core.accounting import Accounting
+from ..core.cost import CostTally
 from ..core.lessons import Tracker
 from ..core.mustsurvive import Item
 from ..core.phase import PhaseState
@@ -72,6 +73,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     transcript_error: str | None = None
     residency_noted: bool = False  # the once-per-session residency note was considered (service/residency.py)
     instructions_warned: dict[str, float] = msgspec.field(default_factory=dict)  # path -> mtime named as changed
+    cost: CostTally = msgspec.field(default_factory=CostTally)  # what the session cost so far (bounded)
+    autocompact_env: dict[str, str] = msgspec.field(default_factory=dict)  # from the hook env (core/autocompact.VARS)
+    autocompact_settings: dict[str, str] | None = None  # from the settings files; None: not read yet
 
     def note_injected(self, tokens: int) -> None:
         """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it

@@ -758,6 +758,18 @@ def compactions(conn: sqlite3.Connection, *, session: str | None, project: str |
                         (*args, limit)).fetchall()
 
 
+def session_report(conn: sqlite3.Connection, *, session: str, limit: int = 200) -> dict[str, Any] | None:
+    """One session's row, its compaction reports (ts, report blob) and phase switches, oldest first;
+    None for an unknown session."""
+    rows = sessions(conn, session=session, limit=1)
+    if not rows:
+        return None
+    comps = conn.execute("SELECT ts, report FROM compactions WHERE session = ? ORDER BY id DESC LIMIT ?",
+                         (session, limit)).fetchall()
+    return {"session": rows[0], "compactions": [(r[0], r[1]) for r in reversed(comps)],
+            "switches": phase_switches(conn, project=None, session=session, limit=limit)}
+
+
 def stats(conn: sqlite3.Connection) -> dict[str, int]:
     ev = conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
     ar = conn.execute("SELECT count(*) FROM archive").fetchone()[0]

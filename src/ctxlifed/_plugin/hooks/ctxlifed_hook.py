@@ -46,6 +46,9 @@ Rules:
   on this rare path), unless ``CTXLIFED_REDACT=0``. If the rules cannot be loaded (a copy of this
   file outside the package), the payload is spooled as is: the daemon redacts it on ingestion, and
   the spool file is 0600 in a 0700 folder.
+- The daemon does not see Claude Code's environment: Claude Code's auto-compaction overrides
+  (``ENV_VARS``), when set to a whole number, are added to the payload as ``"ctxlifed_env":{...}``
+  (a byte splice, no json import), so ``status`` says where auto-compaction really is.
 - Daemon absent (ENOENT / ECONNREFUSED): start it fully detached (new session, stdio on /dev/null,
   no inherited descriptors) so Claude Code's pipe closes as soon as this process exits.
 """
@@ -57,6 +60,7 @@ import time
 
 STARTED = time.monotonic()  # the deadline counts from here (the interpreter's own start is a few ms earlier)
 SHIM_VERSION = "1"
+ENV_VARS = ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")  # forwarded in the payload
 MAX_PAYLOAD = 960 * 1024  # stays under the daemon's 1 MiB frame cap with the envelope
 MAX_REPLY = 1 << 20
 MAX_STDIN = 64 << 20
@@ -412,6 +416,19 @@ def _answer(line, rid):
     return out, code
 
 
+def _with_env(payload):
+    """``payload`` (a JSON object) with the set ``ENV_VARS`` (digits only) in ``ctxlifed_env``."""
+    parts = []
+    for k in ENV_VARS:
+        v = os.environ.get(k, "").strip()
+        if v and v.isascii() and v.isdigit() and len(v) <= 12:
+            parts.append(b'"' + k.encode() + b'":"' + v.encode() + b'"')
+    if not parts:
+        return payload
+    rest = payload[1:].lstrip()
+    return b'{"ctxlifed_env":{' + b",".join(parts) + b"}" + (b"" if rest.startswith(b"}") else b",") + rest
+
+
 def _budget(data):
     """Seconds this hook may take, from the shim's start, spooling included."""
     try:
@@ -445,7 +462,7 @@ def run(data, now=None):
     path = _runtime_socket()
     folder = os.path.dirname(path)
     # Raw newlines can only be whitespace between JSON tokens: replacing them keeps the value.
-    payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
+    payload = _with_env(payload.replace(b"\r", b" ").replace(b"\n", b" "))
     if len(payload) > MAX_PAYLOAD:
         payload = _shrink(payload)
         if payload is None:
