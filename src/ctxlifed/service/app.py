@@ -1239,6 +1239,20 @@ def _close_pending(conn: sqlite3.Connection, project: str, ev: PD.Evidence, now:
     return ops.resolve_items(conn, closed, now) if closed else 0
 
 
+def _prune_markdown(r: dict[str, Any], keep: int, dry_run: bool) -> str:
+    """What ``memory prune`` did (or would do), for humans."""
+    if r["reason"]:
+        return f"Nothing pruned: {r['reason']}."
+    verb = "would roll up" if dry_run else "rolled up"
+    lines = [f"Kept the {keep} newest session folder{'' if keep == 1 else 's'}; {verb} {len(r['rolled_up'])}"
+             f" page{'' if len(r['rolled_up']) == 1 else 's'} of {len(r['sessions'])} older"
+             f" session{'' if len(r['sessions']) == 1 else 's'}"
+             + (f" into {r['history']}." if r["history"] else ".")]
+    for k in r["kept"]:
+        lines.append(f"- kept {k['path']}: {k['why']}")
+    return "\n".join(lines)
+
+
 def _decode_spool_line(line: bytes) -> Any:
     """One spool line; text that is not valid Unicode (a lone surrogate, bytes that are not UTF-8:
     the shim writes what Claude Code gave it) is decoded with U+FFFD, as over the socket."""
