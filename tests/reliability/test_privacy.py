@@ -85,6 +85,10 @@ def test_planted_secrets_never_reach_a_file(rdaemon: Any, short_tmp: Path, figur
                 s.sendall(frame("hook", payload, f"secret-{i}-{j}"))
                 (r,) = check_reply(json.loads(recv_line(s, buf) or b"null"))
                 assert "result" in r, r
+    # A decision, so the session settles something and its ledger page is written (a session that
+    # settled nothing writes none), then the L3 pages are grepped too.
+    d.rpc("hook", hook("UserPromptSubmit", "secrets", str(proj), prompt="Decision: keep the archive in SQLite.",
+                       transcript_path=tp))
     d.rpc("phase.set", {"session": "secrets", "phase": "implementation"})
     d.rpc("hook", hook("SessionEnd", "secrets", str(proj), transcript_path=tp))
     wait_until(lambda: list((proj / "docs" / "memory").rglob("*.md")))
