@@ -786,19 +786,30 @@ def phase_switches(conn: sqlite3.Connection, *, project: str | None, session: st
     return [dict(zip(keys, r, strict=True)) for r in reversed(rows)]
 
 
+
+def _equal(where: list[str], args: list[Any], **columns: Any) -> tuple[list[str], list[Any]]:
+    """``where``/``args`` with ``<column> = ?`` added for every column given a value (None: no filter)."""
+    for column, value in columns.items():
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    return where, args
+
+
+def phase_page(conn: sqlite3.Connection, *, project: str | None, session: str | None,
+               phase: str) -> dict[str, Any] | None:
+    """The newest hand-off page (L3) written for ``phase`` in the project (or session): id, path, text."""
+    where, args = _equal(["l.path LIKE ?"], [f"%/phase-%-{phase}.md"], **{"l.project": project, "l.session": session})
+    row = conn.execute(
+        "SELECT a.id, l.path, a.text, l.session, l.project, l.ts FROM ledgers l JOIN archive a ON a.id = l.archive_id"
+        f" WHERE {' AND '.join(where)} ORDER BY l.ts DESC, a.id DESC LIMIT 1", args).fetchone()
+    return None if row is None else dict(zip(("id", "path", "text", "session", "project", "ts"), row, strict=True))
+
+
 def items(conn: sqlite3.Connection, *, project: str | None, kind: str, status: str | None = "open",
           session: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
     """Facts (decision, constraint, pending) newest first; ``project=None`` means every project."""
-    where, args = ["kind = ?"], [kind]
-    if project is not None:
-        where.append("project = ?")
-        args.append(project)
-    if status is not None:
-        where.append("status = ?")
-        args.append(status)
-    if session is not None:
-        where.append("session = ?")
-        args.append(session)
+    where, args = _equal(["kind = ?"], [kind], project=project, status=status, session=session)
     rows = conn.execute(
         f"SELECT id, session, text, ts, phase, status, archive_id FROM items WHERE {' AND '.join(where)}"
         f" ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
@@ -811,16 +822,7 @@ def pending_items(conn: sqlite3.Connection, *, project: str | None, session: str
     """Pending items newest first, each with ``ref`` (the ``#N`` shown to the model: its archive id),
     ``touched`` and how many phase switches / later sessions of its project followed that
     (``phases_since`` / ``sessions_since``, for staleness: core/pending.py)."""
-    where, args = ["i.kind = 'pending'"], []
-    if project is not None:
-        where.append("i.project = ?")
-        args.append(project)
-    if session is not None:
-        where.append("i.session = ?")
-        args.append(session)
-    if status is not None:
-        where.append("i.status = ?")
-        args.append(status)
+    where, args = _equal(["i.kind = 'pending'"], [], **{"i.project": project, "i.session": session, "i.status": status})
     rows = conn.execute(
         "SELECT i.id, coalesce(i.archive_id, i.id), i.session, i.project, i.text, i.ts, i.phase, i.status,"
         " coalesce(i.touched_ts, i.ts), i.resolved_ts, i.resolution,"
