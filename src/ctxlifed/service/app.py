@@ -1052,7 +1052,7 @@ class Service:
         page = None
         if q.phase and not terms and kinds is None:
             # phase:<p> asks what that phase handed off: its page first, then the archive rows.
-            page = await self.readers.run(partial(_phase_page, project, session, q.phase))
+            page = await self.readers.run(partial(queries.phase_page, project=project, session=session, phase=q.phase))
         if page is not None:
             head = R.render_phase_page(page["id"], page["path"], page["text"], cap_tokens=p.cap_tokens // 2,
                                        ctl=ctl_command())
@@ -1537,18 +1537,3 @@ def _session_start_rows(project: str, session: str, source: str, archived: list[
         "archived": arch, "decisions_count": queries.count_items(conn, project=project, kind="decision"),
         "lessons_count": conn.execute("SELECT count(*) FROM lessons WHERE project = ?", (project,)).fetchone()[0],
     }
-
-
-def _phase_page(project: str | None, session: str | None, phase: str, conn: sqlite3.Connection) -> dict[str, Any] | None:
-    """The newest hand-off page (L3) written for ``phase`` in the project (or session): id, path, text."""
-    where, args = ["l.path LIKE ?"], [f"%/phase-%-{phase}.md"]
-    if project is not None:
-        where.append("l.project = ?")
-        args.append(project)
-    if session is not None:
-        where.append("l.session = ?")
-        args.append(session)
-    row = conn.execute(
-        "SELECT a.id, l.path, a.text, l.session, l.project, l.ts FROM ledgers l JOIN archive a ON a.id = l.archive_id"
-        f" WHERE {' AND '.join(where)} ORDER BY l.ts DESC, a.id DESC LIMIT 1", args).fetchone()
-    return None if row is None else dict(zip(("id", "path", "text", "session", "project", "ts"), row, strict=True))
