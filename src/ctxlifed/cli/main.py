@@ -105,6 +105,12 @@ def render_status(r: dict[str, Any], now: float) -> str:
             lines.append(f"  level   {F.level_name(s['level'])} (Working {F.percent(s['working_pct'])})"
                          f" · auto-compact at {F.tokens(s['autocompact_at'])},"
                          f" {F.tokens(max(0, s['tokens_to_autocompact']))} tokens away")
+        comp = s.get("compression") or {}
+        if comp.get("replaced"):
+            kinds = ", ".join(f"{k} {F.tokens(v['saved_tokens'])} ({v['replaced']})"
+                              for k, v in (comp.get("by_kind") or {}).items())
+            lines.append(f"  digests {F.tokens(comp['saved_tokens'])} tokens kept out of the window:"
+                         f" {comp['replaced']} outputs replaced by their digest ({kinds})")
         for a in s.get("advice") or []:
             lines.append(f"  advice  {a}")
         if s.get("where"):

@@ -90,6 +90,21 @@ class ZoneView(_R, kw_only=True):
     pct: float
 
 
+class CompressionKindView(_R, kw_only=True):
+    replaced: int  # outputs replaced by their digest
+    original_tokens: int
+    digest_tokens: int
+    saved_tokens: int  # original minus digest: kept out of the window
+
+
+class CompressionView(_R, kw_only=True):
+    """Live compression this session (service/compress.py): tokens kept out of the window."""
+
+    replaced: int = 0
+    saved_tokens: int = 0
+    by_kind: dict[str, CompressionKindView] = {}
+
+
 class SessionView(_R, kw_only=True):
     session: str
     project: str
@@ -111,6 +126,7 @@ class SessionView(_R, kw_only=True):
     ended: bool = False
     where: dict[str, Any] | None = None
     survival: dict[str, Any] | None = None
+    compression: CompressionView = msgspec.field(default_factory=CompressionView)
 
 
 class StatusResult(_R, kw_only=True):

@@ -9,7 +9,13 @@ Rules:
   ``CTXLIFED_REDACT=0|1``, ``CTXLIFED_MAX_FRAME``, ``CTXLIFED_IDLE_TIMEOUT``,
   ``CTXLIFED_TRANSCRIPT_ROOTS`` (``:``-separated), ``CTXLIFED_MIN_FREE_MB``, ``CTXLIFED_MAX_DB_MB``,
   ``CTXLIFED_RETENTION_DAYS``, ``CTXLIFED_MAX_PROJECT_MB``, ``CTXLIFED_REQUEST_TIMEOUT``,
-  ``CTXLIFED_MAX_CONNECTIONS``.
+  ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_COMPRESS_OUTPUTS=auto|off|aggressive``,
+  ``CTXLIFED_COMPRESS_MIN_TOKENS=7500/2000/1000/500``.
+- Live compression (``service/compress.py``): ``compress_outputs`` (``auto``, ``off``, ``aggressive``),
+  ``compress_min_tokens`` (the thresholds by Working-zone level 0..3, ``aggressive`` halves them) and
+  ``compress_files_mb`` (the bound of a session's folder of full outputs). Per project, a
+  ``[projects."<absolute project root>"]`` table may set ``compress_outputs`` (:meth:`Config.compress_mode`);
+  any other key there is reported and ignored.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -44,6 +50,10 @@ class Config:
     retention_days: int = 0  # 0 = keep forever
     max_project_mb: int = 0  # 0 = unbounded
     retention_interval_s: float = 3600.0  # retention runs at start and then this often
+    compress_outputs: str = "auto"  # auto | off | aggressive (live compression of tool outputs)
+    compress_min_tokens: tuple[int, int, int, int] = (7_500, 2_000, 1_000, 500)  # by Working-zone level
+    compress_files_mb: int = 64  # bound of one session's folder of full outputs (oldest removed first)
+    project_compress: tuple[tuple[str, str], ...] = ()  # (project root, compress_outputs) from [projects."…"]
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -54,6 +64,13 @@ class Config:
         if ccd:
             roots.append(os.path.join(ccd, "projects"))
         return tuple(os.path.realpath(r) for r in roots)
+
+    def compress_mode(self, project: str) -> str:
+        """``compress_outputs`` for ``project`` (its root): its ``[projects."<root>"]`` value, else the global one."""
+        for root, mode in self.project_compress:
+            if root == project:
+                return mode
+        return self.compress_outputs
 
 
 def _pct_list(text: str, n: int) -> tuple[float, ...]:
@@ -82,11 +99,16 @@ def _validate(c: Config) -> None:
         raise ValueError("max_connections and max_batch must be at least 1")
     if min(c.min_free_mb, c.max_db_mb, c.retention_days, c.max_project_mb) < 0:
         raise ValueError("sizes and days must not be negative")
+    if c.compress_outputs not in COMPRESS_MODES or any(m not in COMPRESS_MODES for _, m in c.project_compress):
+        raise ValueError(f"compress_outputs must be one of {', '.join(COMPRESS_MODES)}")
+    if len(c.compress_min_tokens) != 4 or min(c.compress_min_tokens) < 1 or c.compress_files_mb < 1:
+        raise ValueError("compress_min_tokens needs 4 positive numbers (levels 0..3); compress_files_mb >= 1")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
 
 
-_FILE_KEYS = {f.name for f in fields(Config)} - {"problems"}
+COMPRESS_MODES = ("auto", "off", "aggressive")
+_FILE_KEYS = {f.name for f in fields(Config)} - {"problems", "project_compress"}
 
 
 def _coerce(name: str, value: object, current: object) -> object:
@@ -94,6 +116,11 @@ def _coerce(name: str, value: object, current: object) -> object:
         return _pct_list(value, 4) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
     if name == "thresholds":
         return _pct_list(value, 3) if isinstance(value, str) else tuple(float(v) / (100 if float(v) > 1 else 1) for v in value)  # type: ignore[union-attr]
+    if name == "compress_min_tokens":
+        vals = value.replace(",", "/").split("/") if isinstance(value, str) else list(value)  # type: ignore[union-attr]
+        return tuple(int(v) for v in vals)
+    if name == "compress_outputs":
+        return str(value).strip().lower()
     if name == "transcript_roots":
         return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
     if isinstance(current, bool) or name in ("redact", "write_ledgers"):
@@ -127,6 +154,8 @@ _ENV = {
     "CTXLIFED_MAX_PROJECT_MB": "max_project_mb",
     "CTXLIFED_REQUEST_TIMEOUT": "request_timeout_s",
     "CTXLIFED_MAX_CONNECTIONS": "max_connections",
+    "CTXLIFED_COMPRESS_OUTPUTS": "compress_outputs",
+    "CTXLIFED_COMPRESS_MIN_TOKENS": "compress_min_tokens",
 }
 
 
@@ -138,6 +167,26 @@ def _apply(c: Config, name: str, value: object, origin: str, problems: list[str]
     except (ValueError, TypeError) as exc:
         problems.append(f"{origin}: {name}: {exc}")
         return c
+
+
+def _apply_projects(c: Config, projects: object, origin: str, problems: list[str]) -> Config:
+    if not isinstance(projects, dict):
+        problems.append(f"{origin}: projects: expected a table of [projects.\"<project root>\"] tables")
+        return c
+    out: list[tuple[str, str]] = []
+    for root, table in projects.items():
+        if not isinstance(table, dict):
+            problems.append(f"{origin}: projects.{root!r}: expected a table")
+            continue
+        for k, v in table.items():
+            mode = str(v).strip().lower()
+            if k != "compress_outputs":
+                problems.append(f"{origin}: projects.{root!r}: unknown setting {k!r} (ignored)")
+            elif mode not in COMPRESS_MODES:
+                problems.append(f"{origin}: projects.{root!r}: compress_outputs must be one of {', '.join(COMPRESS_MODES)}")
+            else:
+                out.append((os.path.realpath(os.path.expanduser(str(root))), mode))
+    return replace(c, project_compress=tuple(out))
 
 
 def load(path: str | None, env: dict[str, str] | None = None) -> Config:
@@ -154,6 +203,9 @@ def load(path: str | None, env: dict[str, str] | None = None) -> Config:
         # Accept a flat file or a [ctxlifed] table.
         if isinstance(data.get("ctxlifed"), dict):
             data = data["ctxlifed"]
+        projects = data.pop("projects", None)
+        if projects is not None:
+            c = _apply_projects(c, projects, path, problems)
         for k, v in data.items():
             if k in _FILE_KEYS:
                 c = _apply(c, k, v, path, problems)

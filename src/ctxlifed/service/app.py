@@ -63,7 +63,7 @@ from ..store import ops, queries
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
-from . import compaction, derive as DV, files
+from . import compaction, compress, derive as DV, files
 from . import lessons as lessons_svc
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
@@ -345,7 +345,15 @@ class Service:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
         # Alone, the commit runs inline (no thread hops); among concurrent requests it joins the
         # writer thread's group commit, which runs next to the event loop instead of on it.
-        eid = await self.writer.run(partial(_store_ack, row), inline=self.alone())
+        pending = None
+        if event == "PostToolUse" and row.source == "hook":
+            pending = await compress.prepare(self.cfg, payload, project=project, level=st.level, phase=st.phase.phase,
+                                             edited_paths=st.files_touched, transcript_path=st.transcript_path,
+                                             session=st.session)
+        if pending is None:
+            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+        else:  # the event and the full original's archive row in one commit: the digest names that id
+            eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
@@ -358,7 +366,16 @@ class Service:
         if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
             lesson = LS.classify_event(payload, event_id=eid, ts=now)
             hint = await lessons_svc.hint_for(self, st, lesson)
-        answer = await self._answer(event, payload, st, now, extra_ctx=hint)
+        replaced = None
+        if pending is not None and aid:
+            replaced = await compress.finish(pending, aid, ctl=ctl_command(),
+                                             max_dir_bytes=self.cfg.compress_files_mb << 20)
+            if replaced is not None:
+                st.note_compressed(replaced.kind, replaced.original_tokens, replaced.digest_tokens)
+        elif event == "PostToolUseFailure":
+            hint = "\n\n".join(x for x in (hint, compress.failure_note(payload)) if x)
+        answer = await self._answer(event, payload, st, now, extra_ctx=hint,
+                                    replace=replaced.fields if replaced is not None else None)
         self.backlog.put(DV.Job(eid=eid, sid=st.session, project=project, cwd=cwd, event=event, ts=now,
                                 payload=payload, lesson=lesson))
         return answer
@@ -701,7 +718,7 @@ class Service:
 
     # -- answers -------------------------------------------------------------------------------
     async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float, *,
-                      extra_ctx: str = "") -> M.HookResult:
+                      extra_ctx: str = "", replace: dict[str, Any] | None = None) -> M.HookResult:
         if event == "PostCompact":
             # Plain text: the only PostCompact output that reaches the next model request.
             return M.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
@@ -717,6 +734,8 @@ class Service:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
+        if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
+            out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
         if st.pending_advice and event in MSG_EVENTS:
             out["systemMessage"] = st.pending_advice
             st.pending_advice = None
@@ -767,6 +786,7 @@ class Service:
             v.working_pct, v.level = round(b.working_pct, 4), int(b.level)
             v.autocompact_at, v.tokens_to_autocompact = b.autocompact_at, b.tokens_to_autocompact
         v.advice = advice_for(st, b)
+        v.compression = compress.view(st.compressed)
         if where:
             v.where = compaction.where(st)
         if survival:

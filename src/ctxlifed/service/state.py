@@ -55,6 +55,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     tests_red: bool = False  # the last test run of this session failed
     ended_ts: float | None = None
     transcript_error: str | None = None
+    # Live compression (service/compress.py): per kind of output, [outputs replaced, their tokens,
+    # their digests' tokens] this session. Keys are core.digest.KINDS: bounded.
+    compressed: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
     def note_injected(self, tokens: int) -> None:
         """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it
@@ -70,6 +73,12 @@ class SessionState(msgspec.Struct, kw_only=True):
             self.files_touched.remove(path)
         self.files_touched.append(path)
         del self.files_touched[:-MAX_RECENT]
+
+    def note_compressed(self, kind: str, original_tokens: int, digest_tokens: int) -> None:
+        c = self.compressed.setdefault(kind, [0, 0, 0])
+        c[0] += 1
+        c[1] += original_tokens
+        c[2] += digest_tokens
 
     def note_test(self, line: str) -> None:
         self.tests.append(line[:200])
