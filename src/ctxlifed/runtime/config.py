@@ -183,7 +183,7 @@ def _apply_projects(c: Config, projects: object, origin: str, problems: list[str
             if k != "compress_outputs":
                 problems.append(f"{origin}: projects.{root!r}: unknown setting {k!r} (ignored)")
             elif mode not in COMPRESS_MODES:
-                problems.append(f"{origin}: projects.{root!r}: compress_outputs must be one of {', '.join(COMPRESS_MODES)}")
+                problems.append(f"{origin}: projects.{root!r}: compress_outputs {v!r} is not one of {', '.join(COMPRESS_MODES)}")
             else:
                 out.append((os.path.realpath(os.path.expanduser(str(root))), mode))
     return replace(c, project_compress=tuple(out))

@@ -306,7 +306,7 @@ def view(compressed: Mapping[str, list[int]]) -> M.CompressionView:
 
 _CUT_RE = re.compile(r"\.\.\. \[(\d+) lines? truncated\] \.\.\.")
 _FAILED_ID_RE = re.compile(
-    r"^(?:FAILED \S+|ERROR \S+::\S+|FAIL: \S+.*|ERROR: \S+.*|--- FAIL: \S+|test \S+ \.\.\. FAILED|not ok \d+ .+"
+    r"^(?:FAILED \S+.*|ERROR \S+::\S+.*|FAIL: \S+.*|ERROR: \S+.*|--- FAIL: \S+|test \S+ \.\.\. FAILED|not ok \d+ .+"
     r"|\s*(?:✕|●) .+|FAIL\s+\S+)", re.M)
 MAX_FAILED_IDS = 20
 
