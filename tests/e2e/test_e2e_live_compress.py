@@ -1,0 +1,114 @@
+"""End-to-end live compression (issue 17) with the real Claude Code CLI: a long test run whose output is
+piped through ``tee`` reaches PostToolUse; ctxlifed answers ``updatedToolOutput`` with its digest, so the
+next request holds the failing tests verbatim and not the whole log; the model then ``Read``s the file
+the digest names, with offset/limit, in Claude Code's DEFAULT permission mode, and gets the original lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import pytest
+
+from .ccenv import ClaudeEnv, no_hook_errors
+
+pytestmark = pytest.mark.e2e
+
+FAILING = (137, 512, 871)
+SUITE = f"""import unittest
+
+
+class T(unittest.TestCase):
+    pass
+
+
+def make(i):
+    def t(self):
+        if i in {FAILING!r}:
+            self.assertEqual(i * 2, i * 2 + 1, "case %d mismatch" % i)
+    return t
+
+
+for i in range(900):
+    setattr(T, "test_case_%04d" % i, make(i))
+"""
+RUN = "python3 -m unittest -v test_suite 2>&1 | tee unittest.log"
+
+BIG = {"cache_read_input_tokens": 100_000}
+SCRIPT: dict[str, Any] = {
+    "turns": [
+        # The first request sets the fixed part (system); from the second on the context is big: with a
+        # 200k window the Working zone is past 60 % (level >= 1), far from Claude Code's auto-compaction.
+        {"text": "Warming up.", "tool_use": {"name": "Bash", "input": {"command": "echo warm", "description": "warm"}}},
+        {"usage": BIG, "tool_use": {"name": "Bash", "input": {"command": "echo warmer", "description": "warmer"}}},
+        {"usage": BIG, "tool_use": {"name": "Bash", "input": {"command": RUN, "description": "Run the test suite"}}},
+        {"usage": BIG, "tool_use": {"name": "Read", "input": {
+            "file_path": "{{LAST:Read (\\S+) with offset=}}",
+            "offset": "{{LAST_INT:\\[L(\\d+)(?:-\\d+)?\\]\\nFAIL: test_case_0512}}", "limit": 6}}},
+        {"usage": BIG, "text": "Case 512 fails its equality assertion."},
+    ],
+    "default_text": "OK.",
+}
+
+
+def _tool_results(req: Any) -> list[str]:
+    out = []
+    for m in (req.body or {}).get("messages") or []:
+        if m.get("role") != "user" or not isinstance(m.get("content"), list):
+            continue
+        for b in m["content"]:
+            if b.get("type") == "tool_result":
+                c = b.get("content")
+                out.append(c if isinstance(c, str) else "\n".join(x.get("text", "") for x in c if isinstance(x, dict)))
+    return out
+
+
+def test_long_test_log_reaches_the_model_as_its_digest_and_the_file_reads_back(cc: ClaudeEnv) -> None:
+    (cc.project / "test_suite.py").write_text(SUITE)
+    cc.daemon.stop()
+    cfg = cc.daemon.env["CTXLIFED_CONFIG"]
+    os.makedirs(os.path.dirname(cfg), exist_ok=True)
+    with open(cfg, "a") as f:
+        f.write("window = 200000\n")
+    cc.daemon.start()
+    run = cc.run("Run the test suite and tell me what fails", SCRIPT, skip_permissions=False,
+                 args=("--allowedTools", "Bash"))
+    assert run.rc == 0, run.stderr[-3000:]
+    no_hook_errors(run)
+    assert run.api.turns_used == len(SCRIPT["turns"])
+    full = (cc.project / "unittest.log").read_text()
+    assert len(full) > 30_000 and "FAILED (failures=3)" in full
+    main = run.api.of_kind("main")
+    # Request 4 (after the test run): its last tool_result is the digest, not the log nor Claude Code's preview.
+    dg = _tool_results(main[3])[-1]
+    assert dg.startswith("[ctxlifed digest of a test run of "), dg[:300]
+    assert "<persisted-output>" not in dg and len(dg) < len(full) / 4
+    lines = set(dg.split("\n"))
+    for i in FAILING:
+        assert f"FAIL: test_case_{i:04d} (test_suite.T.test_case_{i:04d})" in lines
+        assert f"AssertionError: {i * 2} != {i * 2 + 1} : case {i} mismatch" in lines
+    assert "FAILED (failures=3)" in lines
+    assert "test_case_0300 (test_suite.T.test_case_0300) ... ok" not in dg  # the bulk stayed out
+    for r in main[3:]:
+        assert "test_case_0300 (test_suite.T.test_case_0300) ... ok" not in r.text()
+    # The archive id it names resolves to the full original.
+    aid = int(re.search(r"recall --id (\d+)", dg).group(1))
+    rec = json.loads(cc.ctl("recall", "--id", str(aid), "--json").stdout)
+    assert "test_case_0300 (test_suite.T.test_case_0300) ... ok" in json.dumps(rec)
+    # Request 5: the Read of the named file with offset/limit returned the original lines (no prompt).
+    path = re.search(r"Read (\S+) with offset=", dg).group(1)
+    assert "/.claude/projects/" in path and path.endswith(f"/ctxlifed-outputs/{aid}.txt")
+    got = _tool_results(main[4])[-1]
+    assert "haven't granted" not in got and "permission" not in got.lower(), got
+    at = int(re.search(r"\[L(\d+)(?:-\d+)?\]\nFAIL: test_case_0512", dg).group(1))
+    want = full.split("\n")[at - 1: at - 1 + 6]
+    assert [ln.split("\t", 1)[1] for ln in got.strip("\n").split("\n")[:6]] == want
+    assert "FAIL: test_case_0512" in want[0]
+    # status: the saving, measured, by kind; the level was >= 1.
+    st = cc.status(run.session_id)
+    comp = st["compression"]
+    assert comp["replaced"] >= 1 and comp["by_kind"]["test"]["saved_tokens"] > 5_000
+    assert st["level"] >= 1, {k: st[k] for k in ("level", "working_pct", "context_tokens", "window", "zones")}
