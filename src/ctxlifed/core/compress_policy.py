@@ -239,10 +239,20 @@ _FAILING_TEST_RE = re.compile(r"\bFAILED\b|\bFAIL\b|\bfailed\b|\bnot ok \d|\bpan
 _ERROR_RE = re.compile(r"\berror\b|\bError\b|\bERROR\b|error(?:\[\w+\])?:|error TS\d")
 
 
+# Every match of _FAILING_TEST_RE / _ERROR_RE contains one of these.
+_FAILING_TEST_WORDS = ("FAIL", "failed", "not ok", "panicked at", "\nE", "ERROR")
+_ERROR_WORDS = ("rror", "RROR")
+
+
 def _phase_cap(phase: str | None, kind: OutputKind, text: str, s: CompressSettings) -> int:
     head, tail = text[:65536], text[-65536:]
 
     def has(rx: re.Pattern[str]) -> bool:
+        # A literal scan first: the patterns' ``\b`` alternations defeat the regex engine's own
+        # prefix search, and most outputs hold none of their words.
+        words = _FAILING_TEST_WORDS if rx is _FAILING_TEST_RE else _ERROR_WORDS
+        if not any(w in head or w in tail for w in words) and not (rx is _FAILING_TEST_RE and "E" in (head[:1], tail[:1])):
+            return False
         return bool(rx.search(tail) or rx.search(head))
 
     cap = 0
@@ -304,6 +314,8 @@ def decide(
     if cut:
         reason = "cut by Claude Code (persisted or >= %d chars)" % s.cut_chars
     else:
+        if tokens < table[lvl]:
+            return None  # below the level's threshold: the phase matrix only raises it
         threshold = max(table[lvl], _phase_cap(phase, kind, text, s))
         if tokens < threshold:
             return None
