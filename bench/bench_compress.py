@@ -110,7 +110,7 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
     p99_on = dist(out[("100KB persisted", "on")])["p99"]
     p99_off = dist(out[("100KB persisted", "off")])["p99"]
     targets = [
-        target("17 PostToolUse 100 KB (persisted) p99 with compression", p99_on, 50.0, unit="ms",
+        target("17 PostToolUse 100 KB (persisted) p99 with compression", p99_on, 100.0, unit="ms",
                note=f"off in the same run: p99 {p99_off} ms; the hook's deadline is 1,500 ms"),
         target("17 every reply replaced (on) / kept (off) as configured", float(wrong == 0), 1.0, op=">=",
                note=f"{wrong} wrong of {n * len(kinds)}"),

@@ -24,7 +24,8 @@ Rules:
   ``-p`` default mode: the project's own folder there and the project dir are readable, another
   project's folder, ``/tmp`` and the XDG data dir are not; docs/claude-code.md). Written only when the
   transcript path lies under the transcript roots; files 0600, folder 0700; a session's folder is
-  bounded by ``compress_files_mb`` (oldest files removed first). Without it the digest names the
+  bounded by ``compress_files_mb`` (oldest files removed first; the folder is scanned when first seen
+  and when its running total passes the bound). Without it the digest names the
   archive id only.
 - A failing call (PostToolUseFailure) cannot be replaced: :func:`failure_note` says what Claude Code's
   cut removed (the middle of the output) and which failing tests the visible part names.
@@ -162,14 +163,28 @@ def write_output(folder: str, name: str, text: str, max_bytes: int) -> str | Non
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        _prune(folder, keep=name, max_bytes=max_bytes)
+        # The folder is scanned when first seen and when its running total passes the bound, not at
+        # every write (a session may hold thousands of outputs).
+        total = _folder_bytes.pop(folder, None)
+        total = _prune(folder, keep=name, max_bytes=max_bytes) if total is None else total + len(data)
+        if total > max_bytes:
+            total = _prune(folder, keep=name, max_bytes=max_bytes)
+        _folder_bytes[folder] = total
+        while len(_folder_bytes) > MAX_FOLDERS_TRACKED:
+            del _folder_bytes[next(iter(_folder_bytes))]
         return path
     except OSError as exc:
         log.warning("compress_file_failed", folder=folder, error=str(exc))
         return None
 
 
-def _prune(folder: str, *, keep: str, max_bytes: int) -> None:
+MAX_FOLDERS_TRACKED = 256
+_folder_bytes: dict[str, int] = {}  # folder -> bytes in it (running total since its last scan), LRU order
+
+
+def _prune(folder: str, *, keep: str, max_bytes: int) -> int:
+    """Remove the oldest files of ``folder`` (never ``keep``) until it holds at most ``max_bytes``;
+    the bytes left."""
     entries: list[tuple[float, int, str]] = []
     total = 0
     with os.scandir(folder) as it:
@@ -189,6 +204,7 @@ def _prune(folder: str, *, keep: str, max_bytes: int) -> None:
             total -= size
         except OSError:
             pass
+    return total
 
 
 async def _io(fn: Any, *args: Any, size: int) -> Any:
