@@ -186,3 +186,22 @@ def test_read_persisted_is_bounded_and_confined(tmp_path: Path) -> None:
     assert compress.read_persisted(str(root / "s"), roots) is None  # not a regular file
     assert compress.read_persisted(str(tmp_path / "elsewhere.txt"), roots) is None
     assert compress.read_persisted("relative.txt", roots) is None
+
+
+def test_a_lesson_hint_and_the_replacement_ride_in_one_answer(daemon: Any) -> None:
+    """A known failure in a bulky (replaced) output: the answer carries the digest AND the lesson."""
+    from test_lessons_daemon import FAIL_OUT, pytest_fixed_by_edit
+
+    s = Session(daemon, sid="c0e50000-0000-0000-0000-000000000007")
+    s.hook("SessionStart", source="startup")
+    pytest_fixed_by_edit(s, "/tmp/pytest-of-u/pytest-12")
+    assert len(daemon.call("lessons", {"cwd": str(s.project)})["lessons"]) == 1  # (reads wait for the derivation)
+    s2 = Session(daemon, sid="c0e50000-0000-0000-0000-000000000008")
+    s2.hook("SessionStart", source="startup")
+    body = FAIL_OUT.split("\n", 1)[1]  # without "Exit code 1": the call succeeded (piped through tee)
+    passing = "\n".join(f"tests/test_csv.py::test_row_{i} PASSED" for i in range(1500))
+    text = passing + "\n" + body
+    out = s2.tool("Bash", {"command": "pytest -q tests/test_csv.py"}, persisted(s2, text))
+    hso = out["hookSpecificOutput"]
+    assert "FAILED tests/test_csv.py::test_parse - AssertionError: assert 'a,b' == 'a;b'" in hso["updatedToolOutput"]["stdout"]
+    assert "csvparse.py" in hso["additionalContext"]

@@ -364,7 +364,8 @@ class Service:
         lesson = None
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
-            lesson = LS.classify_event(payload, event_id=eid, ts=now)
+            lesson = LS.classify_event(payload if pending is None else compress.full_payload(payload, pending),
+                                       event_id=eid, ts=now)
             hint = await lessons_svc.hint_for(self, st, lesson)
         replaced = None
         if pending is not None and aid:

@@ -274,6 +274,16 @@ async def _prepare(cfg: Config, payload: Mapping[str, Any], tool_name: str, *, p
                    row=row, out_dir=outputs_dir(transcript_path, session, roots))
 
 
+def full_payload(payload: Mapping[str, Any], p: Pending) -> dict[str, Any]:
+    """``payload`` with the whole original as its Bash output (Claude Code sends only the first 30,000
+    characters of a persisted one): what the lesson classifier reads, so a failure at the end counts."""
+    out = dict(payload)
+    tr = payload.get("tool_response")
+    if p.tool_name == "Bash" and isinstance(tr, Mapping) and len(p.decision.text) > len(s(tr.get("stdout"))):
+        out["tool_response"] = {**tr, "stdout": p.decision.text, "stderr": ""}
+    return out
+
+
 def store_ack(row: ops.EventRow, archive: ops.ArchiveRow, conn: sqlite3.Connection) -> tuple[int, int]:
     """Writer job: the acknowledged event (pending) and the archive row of the full original, in one
     transaction. ``(event id, archive id)``; ``(0, 0)`` for a replay."""
