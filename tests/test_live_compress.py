@@ -205,3 +205,50 @@ def test_a_lesson_hint_and_the_replacement_ride_in_one_answer(daemon: Any) -> No
     hso = out["hookSpecificOutput"]
     assert "FAILED tests/test_csv.py::test_parse - AssertionError: assert 'a,b' == 'a;b'" in hso["updatedToolOutput"]["stdout"]
     assert "csvparse.py" in hso["additionalContext"]
+
+
+def test_no_room_for_the_original_acknowledges_the_event_and_keeps_the_output(
+        short_tmp: Path, monkeypatch: Any) -> None:
+    """The archive row makes the acknowledgement's commit bigger: when that one hits a storage fault,
+    the event alone is committed (as without compression) and the output stays as it was."""
+    import anyio
+
+    from ctxlifed.runtime.config import load
+    from ctxlifed.runtime.paths import Paths
+    from ctxlifed.service.app import Service
+    from ctxlifed.store.db import Readers, StorageFullError, Writer
+
+    def full(*_a: Any, **_k: Any) -> Any:
+        raise StorageFullError("no room")
+
+    monkeypatch.setattr(compress, "store_ack", full)
+    proj = short_tmp / "proj"
+    (proj / ".git").mkdir(parents=True)
+    tdir = short_tmp / "projects" / "-proj"
+    tdir.mkdir(parents=True)
+    sid = "c0e50000-0000-0000-0000-000000000009"
+    (tdir / f"{sid}.jsonl").touch()
+    paths = Paths(socket=str(short_tmp / "s.sock"), data_dir=str(short_tmp), config=str(short_tmp / "c.toml"))
+    writer, readers = Writer(paths.db), Readers(paths.db)
+    svc = Service(load(None, env={"CTXLIFED_TRANSCRIPT_ROOTS": str(short_tmp)}), paths, writer, readers)
+    base = {"session_id": sid, "cwd": str(proj), "transcript_path": str(tdir / f"{sid}.jsonl")}
+
+    async def main() -> Any:
+        async with anyio.create_task_group() as tg:
+            svc.bind(tg)
+            await svc.hook({**base, "hook_event_name": "SessionStart", "source": "startup"})
+            r = await svc.hook({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_1",
+                                "tool_input": {"command": CMD},
+                                "tool_response": {"stdout": LOG[:30_000] + "x" * 10, "stderr": "", "interrupted": False,
+                                                  "isImage": False, "noOutputExpected": False}})
+            st = await svc.dispatch("status", json.dumps({"session": sid}).encode())
+            tg.cancel_scope.cancel()
+            return r, st
+
+    try:
+        r, st = anyio.run(main)
+    finally:
+        writer.close()
+        readers.close()
+    assert "updatedToolOutput" not in r.stdout
+    assert st.events == 2 and st.sessions[0].compression.replaced == 0

@@ -353,7 +353,11 @@ class Service:
         if pending is None:
             eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
-            eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
+            try:
+                eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
+            except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
+                pending = None
+                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
