@@ -136,6 +136,8 @@ def test_failing_call_gets_a_note_of_what_the_cut_removed(daemon: Any) -> None:
     out = s.fail("Bash", {"command": "python -m pytest -v tests"}, err)
     ctx = out["hookSpecificOutput"]["additionalContext"]
     assert "Claude Code cut 412 lines from the middle" in ctx
+    chars = s.fail("Bash", {"command": "python -m pytest -v tests"}, err.replace("412 lines", "20012 characters"))
+    assert "Claude Code cut 20,012 characters from the middle" in chars["hookSpecificOutput"]["additionalContext"]
     assert "FAILED tests/test_calc.py::test_parse_dict - AssertionError" in ctx
     assert "tee" in ctx
     # An uncut failure gets nothing from this.

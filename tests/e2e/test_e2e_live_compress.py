@@ -112,3 +112,28 @@ def test_long_test_log_reaches_the_model_as_its_digest_and_the_file_reads_back(c
     comp = st["compression"]
     assert comp["replaced"] >= 1 and comp["by_kind"]["test"]["saved_tokens"] > 5_000
     assert st["level"] >= 1, {k: st[k] for k in ("level", "working_pct", "context_tokens", "window", "zones")}
+
+
+def test_failing_long_run_gets_a_note_of_what_claude_codes_cut_removed(cc: ClaudeEnv) -> None:
+    """Without ``tee`` the run exits 1: PostToolUseFailure, whose output Claude Code cuts to its first and
+    last 5,000 characters and which no hook can replace; the note says what is gone and what is visible."""
+    (cc.project / "test_suite.py").write_text(SUITE)
+    script = {"turns": [{"tool_use": {"name": "Bash", "input": {"command": "python3 -m unittest -v test_suite",
+                                                                "description": "Run the test suite"}}},
+                        {"text": "Three cases fail."}], "default_text": "OK."}
+    run = cc.run("Run the test suite", script)
+    assert run.rc == 0, run.stderr[-3000:]
+    no_hook_errors(run)
+    text = run.api.of_kind("main")[1].text()
+    m = re.search(r"Claude Code cut ([\d,]+) characters from the middle of this failing command's output", text)
+    assert m, text[-3000:]
+    assert f"... [{m.group(1).replace(',', '')} characters truncated] ..." in text  # Claude Code's own mark
+    # The visible part ends inside the run: the failures at the end are gone; the note names the failing
+    # test the visible part shows (unittest -v: "name (id) ... FAIL"), not the others.
+    visible = [i for i in FAILING if f"test_case_{i:04d} (test_suite.T.test_case_{i:04d}) ... FAIL" in text.split(m.group(0))[0]]
+    assert visible == [512], visible  # 137 is in the cut middle, 871 past the first 30,000 characters
+    note = text[m.start():]
+    for i in FAILING:
+        named = f"test_case_{i:04d} (test_suite.T.test_case_{i:04d}) ... FAIL" in note
+        assert named == (i in visible), (i, visible, note[:1500])
+    assert "tee" in note

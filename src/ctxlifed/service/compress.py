@@ -330,10 +330,12 @@ def view(compressed: Mapping[str, list[int]]) -> M.CompressionView:
 
 # ---------------------------------------------------------------- failing calls
 
-_CUT_RE = re.compile(r"\.\.\. \[(\d+) lines? truncated\] \.\.\.")
+# Claude Code's mark where it cut the middle of a failing command's output: 2.1.328 writes
+# "... [N characters truncated] ..." (spec 2.4b saw "lines").
+_CUT_RE = re.compile(r"\.\.\. \[(\d+) (lines?|characters?) truncated\] \.\.\.")
 _FAILED_ID_RE = re.compile(
     r"^(?:FAILED \S+.*|ERROR \S+::\S+.*|FAIL: \S+.*|ERROR: \S+.*|--- FAIL: \S+|test \S+ \.\.\. FAILED|not ok \d+ .+"
-    r"|\s*(?:✕|●) .+|FAIL\s+\S+)", re.M)
+    r"|\s*(?:✕|●) .+|FAIL\s+\S+|\S+ \(\S+\) \.\.\. (?:FAIL|ERROR)$)", re.M)
 MAX_FAILED_IDS = 20
 
 
@@ -346,16 +348,16 @@ def failure_note(payload: Mapping[str, Any]) -> str:
     m = _CUT_RE.search(err)
     if m is None:
         return ""
-    cut = int(m.group(1))
+    cut, unit = int(m.group(1)), ("line" if m.group(2).startswith("line") else "character")
     ids: list[str] = []
     for fm in _FAILED_ID_RE.finditer(err):
         line = fm.group(0).strip()[:200]
         if line not in ids:
             ids.append(line)
     shown = ids[:MAX_FAILED_IDS]
-    parts = [f"Claude Code cut {cut:,} lines from the middle of this failing command's output (it keeps the first"
-             " and last 5,000 characters of the first 30,000); the cut lines are not saved anywhere, so ctxlifed"
-             " cannot show them."]
+    parts = [f"Claude Code cut {cut:,} {unit}{'s' if cut != 1 else ''} from the middle of this failing command's"
+             " output (it keeps the first and last 5,000 characters of the first 30,000); the cut part is not saved"
+             " anywhere, so ctxlifed cannot show it."]
     if shown:
         more = f" (+{len(ids) - len(shown)} more)" if len(ids) > len(shown) else ""
         parts.append("Failing tests named in the visible part" + more + ":\n" + "\n".join(shown))
