@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +139,25 @@ def test_failing_long_run_gets_a_note_of_what_claude_codes_cut_removed(cc: Claud
         named = f"test_case_{i:04d} (test_suite.T.test_case_{i:04d}) ... FAIL" in note
         assert named == (i in visible), (i, visible, note[:1500])
     assert "tee" in note
+
+
+def test_mcp_output_is_replaced_through_updated_mcp_tool_output(cc: ClaudeEnv) -> None:
+    """An MCP tool's bulky text output reaches the model as its digest (``updatedMCPToolOutput``)."""
+    server = Path(__file__).with_name("_mcp_logs.py")
+    cfg = cc.base / "mcp.json"
+    cfg.write_text(json.dumps({"mcpServers": {"logs": {"type": "stdio", "command": sys.executable, "args": [str(server), "1200"]}}}))
+    script = {"turns": [{"tool_use": {"name": "mcp__logs__tail", "input": {"n": 1200}}},
+                        {"text": "Worker 7 lost its connection."}], "default_text": "OK."}
+    run = cc.run("What went wrong in the logs?", script, args=("--mcp-config", str(cfg), "--strict-mcp-config"))
+    assert run.rc == 0, run.stderr[-3000:]
+    no_hook_errors(run)
+    got = _tool_results(run.api.of_kind("main")[1])[-1]
+    assert got.startswith("[ctxlifed digest of a log of 1,201 lines"), got[:500]
+    assert "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer" in got.split("\n")
+    assert "INFO worker 600 processed" not in got
+    comp = cc.status(run.session_id)["compression"]
+    assert comp["by_kind"]["log"]["replaced"] == 1
+    with cc.db() as c:  # the shape Claude Code sends: a list of text blocks
+        (raw,) = c.execute("SELECT payload FROM events WHERE event = 'PostToolUse' AND tool = 'mcp__logs__tail'").fetchone()
+    tr = json.loads(raw)["tool_response"]
+    assert isinstance(tr, list) and tr[0]["type"] == "text", str(tr)[:300]
