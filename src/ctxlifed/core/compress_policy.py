@@ -80,9 +80,9 @@ class CompressSettings(msgspec.Struct, frozen=True, kw_only=True):
     keep_diff_tokens: int = 6_000
     min_saving: float = 0.3
     digest_budget_tokens: int = 600  # digest(budget_tokens=...)
-    # digest(max_tokens=...): must-keep lines past it are counted, not shown. Kept low so that a digest stays
-    # near Claude Code's 10,000-character cap on hook output strings (spec 2.5; whether the cap applies to
-    # updatedToolOutput is not observed yet).
+    # digest(max_tokens=...): must-keep lines past it are counted, not shown (the digest is what stays in the
+    # window). Claude Code's 10,000-character cap on hook output strings (spec 2.5) does not apply to
+    # updatedToolOutput: a 17,699-character replacement reached the model whole (2.1.328, docs/claude-code.md).
     digest_max_tokens: int = 2_000
 
 
