@@ -7,6 +7,9 @@ Rules:
   (pure core, then ONE writer job for its archive text, facts, phase switches and the session
   state) follows after the reply (``derive.py``: write-behind), except for the events whose answer
   depends on it (SessionStart, PreCompact, PostCompact, ...), derived inline before answering.
+  A PostToolUse whose output is replaced by its digest (live compression, ``compress.py``) stores
+  the full original's archive row in that same writer job, so the id the digest names exists when
+  the reply is sent; a storage fault on it falls back to the event alone (the output is kept).
 - A payload of any shape is accepted: missing or mistyped fields give an empty answer, never an
   error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
 - Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
