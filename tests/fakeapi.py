@@ -12,7 +12,9 @@ Rules:
        "default_text": "OK.", "compact_summary": "<summary>…</summary>",
        "subagent_turns": [...], "side_text": "…"}
 
-  ``{{KEY}}`` in the script is replaced from ``vars``. Each ``/v1/messages`` request is classified:
+  ``{{KEY}}`` in the script is replaced from ``vars``. ``{{LAST:<regex>}}`` in a turn is replaced, when
+  the turn is served, by the first group of ``<regex>`` in the request's last user message (tool results
+  included; '' when absent); a string that is only ``{{LAST_INT:<regex>}}`` becomes that number. Each ``/v1/messages`` request is classified:
   compaction (its last user message is the summarisation prompt) -> ``compact_summary``; no tools ->
   side request (``side_text``); ``x-claude-code-agent-id`` header -> next subagent turn; otherwise
   ``main`` -> next turn (then ``default_text``).
@@ -27,6 +29,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -71,6 +74,34 @@ def _subst(obj: Any, vars_: dict[str, str]) -> Any:
     if isinstance(obj, dict):
         return {k: _subst(v, vars_) for k, v in obj.items()}
     return obj
+
+
+_LAST_RE = re.compile(r"\{\{LAST(_INT)?:(.+?)\}\}", re.S)
+
+
+def _from_last(obj: Any, last: str) -> Any:
+    """``{{LAST:<regex>}}`` / ``{{LAST_INT:<regex>}}`` filled from ``last`` (see the module rules)."""
+    if isinstance(obj, str):
+        def fill(m: re.Match[str]) -> str:
+            found = re.search(m.group(2), last, re.M)
+            return found.group(1) if found else ""
+        whole = _LAST_RE.fullmatch(obj)
+        if whole and whole.group(1):
+            v = fill(whole)
+            return int(v) if v.isdigit() else v
+        return _LAST_RE.sub(fill, obj)
+    if isinstance(obj, list):
+        return [_from_last(x, last) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _from_last(v, last) for k, v in obj.items()}
+    return obj
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for m in reversed(body.get("messages") or []):
+        if isinstance(m, dict) and m.get("role") == "user":
+            return text_of(m.get("content"))
+    return ""
 
 
 def _tokens(obj: Any) -> int:
@@ -318,6 +349,8 @@ class _Handler(BaseHTTPRequestHandler):
             turn = {"text": api.side_text}
         else:
             idx, turn = api.next_turn(kind)
+            if "{{LAST" in json.dumps(turn):
+                turn = _from_last(turn, _last_user_text(body))
         rec = self._record(kind, body, idx)
         if turn.get("error"):
             e = turn["error"]

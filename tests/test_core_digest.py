@@ -214,3 +214,15 @@ def test_any_text_gives_a_bounded_faithful_digest(lines: list[str], command: str
                 assert got == want or (got.startswith(want[:400]) and "… [+" in got)
     assert d.kept_lines <= len(orig)
     assert len(d.text) <= 4 * (300 + 200) + 80 * (d.kept_lines + 1) + 2000
+
+
+def test_unittest_verdict_is_not_counted_as_a_failing_test() -> None:
+    """unittest ends with ``FAILED (failures=3)``: a verdict, not a test named ``(failures=3)``."""
+    lines = [f"test_case_{i:04d} (m.T.test_case_{i:04d}) ... {'FAIL' if i in (3, 7) else 'ok'}" for i in range(400)]
+    for i in (3, 7):
+        lines += ["=" * 70, f"FAIL: test_case_{i:04d} (m.T.test_case_{i:04d})", "-" * 70,
+                  "Traceback (most recent call last):", '  File "/p/m.py", line 9, in t',
+                  f"AssertionError: {i} != {i + 1}", ""]
+    lines += ["-" * 70, "Ran 400 tests in 0.009s", "", "FAILED (failures=2)"]
+    d = digest("\n".join(lines), command="python -m unittest -v m", archive_id=1)
+    assert "[2 failing tests named]" in d.text

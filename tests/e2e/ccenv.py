@@ -203,10 +203,14 @@ class ClaudeEnv:
         return [tuple(x.split("\t", 1)) for x in self.hook_log.read_text().splitlines() if x]  # type: ignore[misc]
 
     def run(self, prompt: str, script: dict[str, Any] | None = None, *, resume: str | None = None,
-            args: tuple[str, ...] = (), env: dict[str, str] | None = None, observe: bool = True) -> Run:
+            args: tuple[str, ...] = (), env: dict[str, str] | None = None, observe: bool = True,
+            skip_permissions: bool = True) -> Run:
+        """One ``claude -p`` run; ``skip_permissions=False`` keeps Claude Code's default permission mode
+        (pass ``--allowedTools`` in ``args`` for what the script needs)."""
         api = FakeAnthropic(script or {}, vars={"PROJECT": str(self.project), "HOME": str(self.home)}).start()
-        argv = [self.claude, "-p", prompt, "--output-format", "stream-json", "--verbose",
-                "--include-hook-events", "--dangerously-skip-permissions"]
+        argv = [self.claude, "-p", prompt, "--output-format", "stream-json", "--verbose", "--include-hook-events"]
+        if skip_permissions:
+            argv.append("--dangerously-skip-permissions")
         if resume:
             argv += ["--resume", resume]
         argv += list(args)

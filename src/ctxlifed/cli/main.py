@@ -111,6 +111,12 @@ def render_status(r: dict[str, Any], now: float) -> str:
                             if s.get("autocompact_env") else ""))
         if s.get("cost"):
             lines += render_cost(s["cost"])
+        comp = s.get("compression") or {}
+        if comp.get("replaced"):
+            kinds = ", ".join(f"{k} {F.tokens(v['saved_tokens'])} ({v['replaced']})"
+                              for k, v in (comp.get("by_kind") or {}).items())
+            lines.append(f"  digests {F.tokens(comp['saved_tokens'])} tokens kept out of the window:"
+                         f" {comp['replaced']} outputs replaced by their digest ({kinds})")
         for a in s.get("advice") or []:
             lines.append(f"  advice  {a}")
         if s.get("where"):

@@ -80,9 +80,9 @@ class CompressSettings(msgspec.Struct, frozen=True, kw_only=True):
     keep_diff_tokens: int = 6_000
     min_saving: float = 0.3
     digest_budget_tokens: int = 600  # digest(budget_tokens=...)
-    # digest(max_tokens=...): must-keep lines past it are counted, not shown. Kept low so that a digest stays
-    # near Claude Code's 10,000-character cap on hook output strings (spec 2.5; whether the cap applies to
-    # updatedToolOutput is not observed yet).
+    # digest(max_tokens=...): must-keep lines past it are counted, not shown (the digest is what stays in the
+    # window). Claude Code's 10,000-character cap on hook output strings (spec 2.5) does not apply to
+    # updatedToolOutput: a 17,699-character replacement reached the model whole (2.1.328, docs/claude-code.md).
     digest_max_tokens: int = 2_000
 
 
@@ -239,10 +239,20 @@ _FAILING_TEST_RE = re.compile(r"\bFAILED\b|\bFAIL\b|\bfailed\b|\bnot ok \d|\bpan
 _ERROR_RE = re.compile(r"\berror\b|\bError\b|\bERROR\b|error(?:\[\w+\])?:|error TS\d")
 
 
+# Every match of _FAILING_TEST_RE / _ERROR_RE contains one of these.
+_FAILING_TEST_WORDS = ("FAIL", "failed", "not ok", "panicked at", "\nE", "ERROR")
+_ERROR_WORDS = ("rror", "RROR")
+
+
 def _phase_cap(phase: str | None, kind: OutputKind, text: str, s: CompressSettings) -> int:
     head, tail = text[:65536], text[-65536:]
 
     def has(rx: re.Pattern[str]) -> bool:
+        # A literal scan first: the patterns' ``\b`` alternations defeat the regex engine's own
+        # prefix search, and most outputs hold none of their words.
+        words = _FAILING_TEST_WORDS if rx is _FAILING_TEST_RE else _ERROR_WORDS
+        if not any(w in head or w in tail for w in words) and not (rx is _FAILING_TEST_RE and "E" in (head[:1], tail[:1])):
+            return False
         return bool(rx.search(tail) or rx.search(head))
 
     cap = 0
@@ -304,6 +314,8 @@ def decide(
     if cut:
         reason = "cut by Claude Code (persisted or >= %d chars)" % s.cut_chars
     else:
+        if tokens < table[lvl]:
+            return None  # below the level's threshold: the phase matrix only raises it
         threshold = max(table[lvl], _phase_cap(phase, kind, text, s))
         if tokens < threshold:
             return None

@@ -421,7 +421,7 @@ _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 _STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 _PY_TEST_FAIL_RE = re.compile(
-    r"\nFAILED (\S+)|\n(?:FAIL|ERROR): (\S+)|\ntest (\S+) \.\.\. FAILED|\n\s*--- FAIL: (\S+)|\nnot ok \d+ - ([^\n]+)"
+    r"\nFAILED (?!\()(\S+)|\n(?:FAIL|ERROR): (\S+)|\ntest (\S+) \.\.\. FAILED|\n\s*--- FAIL: (\S+)|\nnot ok \d+ - ([^\n]+)"
     r"|\n\s*● ([^\n]+)"
 )
 

@@ -124,6 +124,21 @@ class CostView(_R, kw_only=True):
     savings: list[SavingView] = []
 
 
+class CompressionKindView(_R, kw_only=True):
+    replaced: int  # outputs replaced by their digest
+    original_tokens: int
+    digest_tokens: int
+    saved_tokens: int  # original minus digest: kept out of the window
+
+
+class CompressionView(_R, kw_only=True):
+    """Live compression this session (service/compress.py): tokens kept out of the window."""
+
+    replaced: int = 0
+    saved_tokens: int = 0
+    by_kind: dict[str, CompressionKindView] = {}
+
+
 class SessionView(_R, kw_only=True):
     session: str
     project: str
@@ -149,6 +164,7 @@ class SessionView(_R, kw_only=True):
     compact_instructions: str | None = None
     cost: CostView | None = None
     autocompact_env: dict[str, str] = {}  # the overrides honoured for autocompact_at
+    compression: CompressionView = msgspec.field(default_factory=CompressionView)
 
 
 class StatusResult(_R, kw_only=True):

@@ -12,7 +12,8 @@ Rules:
   ``CTXLIFED_MAX_CONNECTIONS``, ``CTXLIFED_RESIDENCY_NOTE=0|1``, ``CTXLIFED_MATRIX`` (``phase.kind=category,...``),
   ``CTXLIFED_PENDING_STALE_PHASES``, ``CTXLIFED_PENDING_STALE_SESSIONS``,
   ``CTXLIFED_MEMORY_KEEP``, ``CTXLIFED_PRICES`` (``prefix=usd,prefix=usd``),
-  ``CTXLIFED_COST_TURNS``.
+  ``CTXLIFED_COST_TURNS``, ``CTXLIFED_COMPRESS_OUTPUTS=auto|off|aggressive``,
+  ``CTXLIFED_COMPRESS_MIN_TOKENS=7500/2000/1000/500``.
 - ``matrix`` overrides cells of the category matrix (``core/matrix.py``): a table
   ``[matrix.<phase>]`` of ``<kind> = "keep" | "summarize" | "archive" | "discard"``. An unknown phase,
   kind or category, or discarding a never-discard kind, is a problem and the whole value is ignored.
@@ -22,6 +23,11 @@ Rules:
   (``[ctxlifed.prices]`` table, or ``prices = {"claude-opus-5" = 5.0}``); it overrides the defaults in
   ``core/cost.py`` (public list prices, dated there). ``cost_turns``: the N of "what a release would
   save over the next N turns" (1..1000).
+- Live compression (``service/compress.py``): ``compress_outputs`` (``auto``, ``off``, ``aggressive``),
+  ``compress_min_tokens`` (the thresholds by Working-zone level 0..3, ``aggressive`` halves them) and
+  ``compress_files_mb`` (the bound of a session's folder of full outputs). Per project, a
+  ``[projects."<absolute project root>"]`` table may set ``compress_outputs`` (:meth:`Config.compress_mode`);
+  any other key there is reported and ignored.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -68,6 +74,10 @@ class Config:
     pending_stale_sessions: int = 3  # ... or for this many later sessions of its project (0 = never)
     prices: tuple[tuple[str, float], ...] = ()  # (model id prefix, USD per million input tokens) overrides
     cost_turns: int = 10  # horizon of the release savings shown in status and advice
+    compress_outputs: str = "auto"  # auto | off | aggressive (live compression of tool outputs)
+    compress_min_tokens: tuple[int, int, int, int] = (7_500, 2_000, 1_000, 500)  # by Working-zone level
+    compress_files_mb: int = 64  # bound of one session's folder of full outputs (oldest removed first)
+    project_compress: tuple[tuple[str, str], ...] = ()  # (project root, compress_outputs) from [projects."…"]
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -78,6 +88,13 @@ class Config:
         if ccd:
             roots.append(os.path.join(ccd, "projects"))
         return tuple(os.path.realpath(r) for r in roots)
+
+    def compress_mode(self, project: str) -> str:
+        """``compress_outputs`` for ``project`` (its root): its ``[projects."<root>"]`` value, else the global one."""
+        for root, mode in self.project_compress:
+            if root == project:
+                return mode
+        return self.compress_outputs
 
 
 def _pct_list(text: str, n: int) -> tuple[float, ...]:
@@ -129,11 +146,16 @@ def _validate(c: Config) -> None:
         raise ValueError("prices must be between 0 and 1000 USD per million tokens")
     if not 1 <= c.cost_turns <= 1000:
         raise ValueError("cost_turns must be between 1 and 1000")
+    if c.compress_outputs not in COMPRESS_MODES or any(m not in COMPRESS_MODES for _, m in c.project_compress):
+        raise ValueError(f"compress_outputs must be one of {', '.join(COMPRESS_MODES)}")
+    if len(c.compress_min_tokens) != 4 or min(c.compress_min_tokens) < 1 or c.compress_files_mb < 1:
+        raise ValueError("compress_min_tokens needs 4 positive numbers (levels 0..3); compress_files_mb >= 1")
     if c.retention_interval_s < 1:
         raise ValueError("retention_interval_s must be at least 1 second")
 
 
-_FILE_KEYS = {f.name for f in fields(Config)} - {"problems"}
+COMPRESS_MODES = ("auto", "off", "aggressive")
+_FILE_KEYS = {f.name for f in fields(Config)} - {"problems", "project_compress"}
 
 
 def _coerce(name: str, value: object, current: object) -> object:
@@ -145,6 +167,11 @@ def _coerce(name: str, value: object, current: object) -> object:
         return parse_overrides(value)
     if name == "prices":
         return _prices(value)
+    if name == "compress_min_tokens":
+        vals = value.replace(",", "/").split("/") if isinstance(value, str) else list(value)  # type: ignore[union-attr]
+        return tuple(int(v) for v in vals)
+    if name == "compress_outputs":
+        return str(value).strip().lower()
     if name == "transcript_roots":
         return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
     if isinstance(current, bool) or name in ("redact", "write_ledgers"):
@@ -185,6 +212,8 @@ _ENV = {
     "CTXLIFED_PENDING_STALE_SESSIONS": "pending_stale_sessions",
     "CTXLIFED_PRICES": "prices",
     "CTXLIFED_COST_TURNS": "cost_turns",
+    "CTXLIFED_COMPRESS_OUTPUTS": "compress_outputs",
+    "CTXLIFED_COMPRESS_MIN_TOKENS": "compress_min_tokens",
 }
 
 
@@ -196,6 +225,26 @@ def _apply(c: Config, name: str, value: object, origin: str, problems: list[str]
     except (ValueError, TypeError) as exc:
         problems.append(f"{origin}: {name}: {exc}")
         return c
+
+
+def _apply_projects(c: Config, projects: object, origin: str, problems: list[str]) -> Config:
+    if not isinstance(projects, dict):
+        problems.append(f"{origin}: projects: expected a table of [projects.\"<project root>\"] tables")
+        return c
+    out: list[tuple[str, str]] = []
+    for root, table in projects.items():
+        if not isinstance(table, dict):
+            problems.append(f"{origin}: projects.{root!r}: expected a table")
+            continue
+        for k, v in table.items():
+            mode = str(v).strip().lower()
+            if k != "compress_outputs":
+                problems.append(f"{origin}: projects.{root!r}: unknown setting {k!r} (ignored)")
+            elif mode not in COMPRESS_MODES:
+                problems.append(f"{origin}: projects.{root!r}: compress_outputs {v!r} is not one of {', '.join(COMPRESS_MODES)}")
+            else:
+                out.append((os.path.realpath(os.path.expanduser(str(root))), mode))
+    return replace(c, project_compress=tuple(out))
 
 
 def load(path: str | None, env: dict[str, str] | None = None) -> Config:
@@ -212,6 +261,9 @@ def load(path: str | None, env: dict[str, str] | None = None) -> Config:
         # Accept a flat file or a [ctxlifed] table.
         if isinstance(data.get("ctxlifed"), dict):
             data = data["ctxlifed"]
+        projects = data.pop("projects", None)
+        if projects is not None:
+            c = _apply_projects(c, projects, path, problems)
         for k, v in data.items():
             if k in _FILE_KEYS:
                 c = _apply(c, k, v, path, problems)

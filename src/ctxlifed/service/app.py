@@ -7,6 +7,9 @@ Rules:
   (pure core, then ONE writer job for its archive text, facts, phase switches and the session
   state) follows after the reply (``derive.py``: write-behind), except for the events whose answer
   depends on it (SessionStart, PreCompact, PostCompact, ...), derived inline before answering.
+  A PostToolUse whose output is replaced by its digest (live compression, ``compress.py``) stores
+  the full original's archive row in that same writer job, so the id the digest names exists when
+  the reply is sent; a storage fault on it falls back to the event alone (the output is kept).
 - A payload of any shape is accepted: missing or mistyped fields give an empty answer, never an
   error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
 - Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
@@ -80,7 +83,7 @@ from ..store import ops, queries
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
-from . import compaction, cost as COST, derive as DV, files
+from . import compaction, compress, cost as COST, derive as DV, files
 from . import report as report_svc
 from . import lessons as lessons_svc
 from . import residency as residency_svc
@@ -371,7 +374,19 @@ class Service:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
         # Alone, the commit runs inline (no thread hops); among concurrent requests it joins the
         # writer thread's group commit, which runs next to the event loop instead of on it.
-        eid = await self.writer.run(partial(_store_ack, row), inline=self.alone())
+        pending = None
+        if event == "PostToolUse" and row.source == "hook":
+            pending = await compress.prepare(self.cfg, payload, project=project, level=st.level, phase=st.phase.phase,
+                                             edited_paths=st.files_touched, transcript_path=st.transcript_path,
+                                             session=st.session)
+        if pending is None:
+            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+        else:  # the event and the full original's archive row in one commit: the digest names that id
+            try:
+                eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
+            except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
+                pending = None
+                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
@@ -382,9 +397,20 @@ class Service:
         lesson = None
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
-            lesson = LS.classify_event(payload, event_id=eid, ts=now)
+            lesson = LS.classify_event(payload if pending is None else compress.full_payload(payload, pending),
+                                       event_id=eid, ts=now)
             hint = await lessons_svc.hint_for(self, st, lesson)
-        answer = await self._answer(event, payload, st, now, extra_ctx=hint)
+        replaced = None
+        if pending is not None and aid:
+            replaced = await compress.finish(pending, aid, ctl=ctl_command(),
+                                             max_dir_bytes=self.cfg.compress_files_mb << 20)
+            if replaced is not None:
+                st.note_compressed(replaced.kind, replaced.original_tokens, replaced.digest_tokens)
+                COST.note_live_compression(st, max(0, replaced.original_tokens - replaced.digest_tokens), self.cfg)
+        elif event == "PostToolUseFailure":
+            hint = "\n\n".join(x for x in (hint, compress.failure_note(payload)) if x)
+        answer = await self._answer(event, payload, st, now, extra_ctx=hint,
+                                    replace=replaced.fields if replaced is not None else None)
         self.backlog.put(DV.Job(eid=eid, sid=st.session, project=project, cwd=cwd, event=event, ts=now,
                                 payload=payload, lesson=lesson))
         return answer
@@ -881,7 +907,7 @@ class Service:
 
     # -- answers -------------------------------------------------------------------------------
     async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float, *,
-                      extra_ctx: str = "") -> M.HookResult:
+                      extra_ctx: str = "", replace: dict[str, Any] | None = None) -> M.HookResult:
         if event == "PostCompact":
             # Plain text: the only PostCompact output that reaches the next model request.
             return M.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
@@ -897,6 +923,8 @@ class Service:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
+        if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
+            out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
         note = await residency_svc.note(self, st, event) if self.cfg.residency_note else ""
         if (st.pending_advice or note) and event in MSG_EVENTS:
             out["systemMessage"] = "\n\n".join(x for x in (st.pending_advice, note) if x)
@@ -961,6 +989,7 @@ class Service:
         v.advice = advice_for(st, b, self.matrix, reason=COST.compact_reason(st, b, self.cfg))
         v.cost = COST.view(st, b, self.cfg)
         v.autocompact_env = COST.overrides(st)
+        v.compression = compress.view(st.compressed)
         if where:
             v.where = compaction.where(st)
         if survival:

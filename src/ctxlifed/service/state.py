@@ -76,6 +76,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     cost: CostTally = msgspec.field(default_factory=CostTally)  # what the session cost so far (bounded)
     autocompact_env: dict[str, str] = msgspec.field(default_factory=dict)  # from the hook env (core/autocompact.VARS)
     autocompact_settings: dict[str, str] | None = None  # from the settings files; None: not read yet
+    # Live compression (service/compress.py): per kind of output, [outputs replaced, their tokens,
+    # their digests' tokens] this session. Keys are core.digest.KINDS: bounded.
+    compressed: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
     def note_injected(self, tokens: int) -> None:
         """Text ctxlifed put into the context: the Ledger zone holds it, and the context grows by it
@@ -96,6 +99,12 @@ class SessionState(msgspec.Struct, kw_only=True):
         self.advised.append(key)
         del self.advised[:-MAX_RECENT]
         self.advice_at[kind] = now
+
+    def note_compressed(self, kind: str, original_tokens: int, digest_tokens: int) -> None:
+        c = self.compressed.setdefault(kind, [0, 0, 0])
+        c[0] += 1
+        c[1] += original_tokens
+        c[2] += digest_tokens
 
     def note_test(self, line: str) -> None:
         self.tests.append(line[:200])
