@@ -81,11 +81,32 @@ _MARK = "[REDACTED:"
 _PRIVATE = "[PRIVATE]"
 
 
+
+class _Lazy:
+    """A regex compiled the first time it is used. The hook shim loads this module only to redact a
+    spool line, where most rules never run: compiling every rule up front cost more than the rest of
+    its start. After its first use each method is stored on the instance, so nothing is left between
+    a caller and the compiled pattern."""
+
+    def __init__(self, pattern: Any, flags: int = 0) -> None:
+        self.pattern = pattern
+        self._flags = flags
+        self._compiled: re.Pattern[Any] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern, self._flags)
+        value = getattr(compiled, name)
+        self.__dict__[name] = value
+        return value
+
+
 def _prefixed(prefix: str, body: str, *, end: str = f"(?![{_TOKCH}])") -> re.Pattern[str]:
     """A token regex that starts with a literal ``prefix`` (fast scan), then asserts nothing
     token-like precedes it, then ``body``, then asserts nothing token-like follows."""
     lit = re.escape(prefix)
-    return re.compile(f"{lit}(?<![{_TOKCH}]{lit}){body}{end}")
+    return _Lazy(f"{lit}(?<![{_TOKCH}]{lit}){body}{end}")
 
 
 # ---- vendor tokens: (type, pattern, triggers) --------------------------------------------------
@@ -99,14 +120,14 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     ),
     (
         "github",
-        re.compile(f"gh[pousr]_(?<![{_TOKCH}]gh[pousr]_)[A-Za-z0-9]{{30,255}}(?![{_TOKCH}])"),
+        _Lazy(f"gh[pousr]_(?<![{_TOKCH}]gh[pousr]_)[A-Za-z0-9]{{30,255}}(?![{_TOKCH}])"),
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     ),
     ("github", _prefixed("github_pat_", "[A-Za-z0-9_]{22,255}"), ("github_pat_",)),
     (
         "gitlab",
         # personal, deploy, feed, runner, SCIM, mail, feature-flag, agent, OAuth-app, trigger, CI job
-        re.compile(
+        _Lazy(
             f"gl(?<![{_TOKCH}]gl)(?:pat-|dt-|ft-|rt-|soat-|imt-|ffct-|agent-|oas-|ptt-|cbt-[0-9a-zA-Z]{{1,5}}_)"
             f"[{_TOKCH}]{{20,}}(?![{_TOKCH}])"
         ),
@@ -114,19 +135,19 @@ _VENDOR: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     ),
     (
         "slack",
-        re.compile(f"xox[abeoprs]-(?<![{_TOKCH}]xox[abeoprs]-)[A-Za-z0-9\\-]{{10,}}(?![{_TOKCH}])"),
+        _Lazy(f"xox[abeoprs]-(?<![{_TOKCH}]xox[abeoprs]-)[A-Za-z0-9\\-]{{10,}}(?![{_TOKCH}])"),
         ("xox",),
     ),
     ("slack", _prefixed("xapp-", "[0-9]-[A-Za-z0-9\\-]{10,}"), ("xapp-",)),
     # the host stays readable; the path after /services/ is the secret
     (
         "slack_webhook",
-re.compile("(?<=hooks\\.slack\\.com/(?:services|triggers)/)[A-Za-z0-9_/]{20,}"),
+_Lazy("(?<=hooks\\.slack\\.com/(?:services|triggers)/)[A-Za-z0-9_/]{20,}"),
         ("hooks.slack.com",),
     ),
     (
         "stripe",
-        re.compile(
+        _Lazy(
             f"(?:sk|rk)_(?:live|test|prod)_(?<![{_TOKCH}].._(?:live|test|prod)_)[A-Za-z0-9]{{16,}}(?![{_TOKCH}])"
         ),
         ("k_live_", "k_test_", "k_prod_"),
@@ -137,7 +158,7 @@ re.compile("(?<=hooks\\.slack\\.com/(?:services|triggers)/)[A-Za-z0-9_/]{20,}"),
     (
         "aws_access_key_id",
         # AKIA = long-term access key id, ASIA = temporary (STS); AIDA/AROA… are mere user/role ids
-        re.compile("A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9]A...)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        _Lazy("A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9]A...)[A-Z0-9]{16}(?![A-Za-z0-9])"),
         ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
     ),
     ("jwt", _prefixed("eyJ", f"[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}\\.[{_TOKCH}]{{8,}}"), ("eyJ",)),
@@ -232,7 +253,7 @@ _RARE_VENDOR: list[tuple[str, str]] = [
     ("xai", "xai-[A-Za-z0-9]{80}"),
     ("yandex", "AQVN[A-Za-z0-9_\\-]{35,38}|t1\\.[A-Za-z0-9_\\-]+={0,2}\\.[A-Za-z0-9_\\-]{86}={0,2}"),
 ]
-_RARE_RE = re.compile(  # one look-behind, then a branch per vendor (most start with a literal)
+_RARE_RE = _Lazy(  # one look-behind, then a branch per vendor (most start with a literal)
     f"(?<![{_TOKCH}])(?:"
     + "|".join(f"(?P<v{i}>{body})" for i, (_t, body) in enumerate(_RARE_VENDOR))
     + f")(?![{_TOKCH}])"
@@ -249,34 +270,34 @@ def _is_discord_token(tok: str) -> bool:
 # What a token run is made of: token characters plus what the formats above and base64 put in
 # between (``. + / = ~ $``). A run is bounded by anything else (space, quote, ``:``, ``,``, …).
 _RUN_CHARS = "A-Za-z0-9_\\-.+/=~$"
-_RUN_SEP = re.compile("[.+/=~$]")  # where a token inside a run can start
+_RUN_SEP = _Lazy("[.+/=~$]")  # where a token inside a run can start
 _RUN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~$")
-_RUN_RIGHT = re.compile(f"[{_RUN_CHARS}]{{0,{1 << 16}}}")
+_RUN_RIGHT = _Lazy(f"[{_RUN_CHARS}]{{0,{1 << 16}}}")
 _ALNUM_BYTES = bytes(97 if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
 _CORE = b"a" * 16  # 16 letters/digits in a row: a token's body or base64, never a word
 
 # ---- base64 that hides a secret: a plausible base64 run is decoded (bounded) and the decoded
 # text is redacted; if anything is found, or it is ``user:password`` (Docker's "auth", Basic), the
 # whole run goes. A long run (a file, an image) is only checked for a base64 PEM private key.
-_B64_SEG = re.compile("[A-Za-z0-9+/\\-_]{16,}={0,2}")
+_B64_SEG = _Lazy("[A-Za-z0-9+/\\-_]{16,}={0,2}")
 _B64_MAX = 8192
 _B64_PEM = "LS0tLS1CRUdJTi"  # base64 of "-----BEGIN"
-_B64_WRAPPED = re.compile("(?:\\r?\\n[ \\t]*[A-Za-z0-9+/]{16,}={0,2})+")  # the lines that follow
-_PRINTABLE = re.compile(b"[\\t\\n\\r\\x20-\\x7e]+\\Z")
-_USERPASS = re.compile("[^\\s:/@]{1,64}:(?!//)[^\\s]{3,}\\Z")
+_B64_WRAPPED = _Lazy("(?:\\r?\\n[ \\t]*[A-Za-z0-9+/]{16,}={0,2})+")  # the lines that follow
+_PRINTABLE = _Lazy(b"[\\t\\n\\r\\x20-\\x7e]+\\Z")
+_USERPASS = _Lazy("[^\\s:/@]{1,64}:(?!//)[^\\s]{3,}\\Z")
 
 # ---- PEM private keys: BEGIN line, body (base64, headers, escaped newlines), optional END line -----
-_PEM = re.compile(
+_PEM = _Lazy(
     r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[A-Za-z0-9+/=\s:,.\\]|-(?!----)){0,65536}"
     r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
 )
 
-_PEM_BODY = re.compile(r"[A-Za-z0-9+/]{16}")  # a block without key material is just a marker
+_PEM_BODY = _Lazy(r"[A-Za-z0-9+/]{16}")  # a block without key material is just a marker
 
 # ---- AWS secret access key in an assignment (lower-cased copy) -------------------------------
 _Q = r"(?:\\?[\"'])?"  # an optional (JSON-escaped) quote
-_AWS_SECRET = re.compile(
+_AWS_SECRET = _Lazy(
     r"(?:aws_?secret_?(?:access_?)?key|secret_?access_?key)"
     + _Q
     + r"[ \t]*(?:=>|:=|[:=])[ \t]*"
@@ -285,10 +306,10 @@ _AWS_SECRET = re.compile(
 )
 
 # ---- URL userinfo password: scheme://user:pass@host --------------------------------------------
-_URL_PASS = re.compile(r"://([^\s:/@\[\]\"'<>\\]*):([^\s@/\[\]\"'<>\\]+)@")
+_URL_PASS = _Lazy(r"://([^\s:/@\[\]\"'<>\\]*):([^\s@/\[\]\"'<>\\]+)@")
 
 # ---- Authorization header / Bearer token (lower-cased copy) ------------------------------------
-_AUTH_HDR = re.compile(
+_AUTH_HDR = _Lazy(
     r"authorization"
     + _Q
     + r"[ \t]*[:=][ \t]*"
@@ -296,8 +317,8 @@ _AUTH_HDR = re.compile(
     + r"[ \t]*(?:(bearer|basic|token|bot|digest|negotiate)[ \t]+)?"
     r"([a-z0-9\-._~+/]{8,}=*)(?![a-z0-9\-._~+/=\[])"
 )
-_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest|negotiate)[ \t]")
-_BEARER = re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+([a-z0-9\-._~+/]{16,}=*)(?![a-z0-9\-._~+/=\[])")
+_SCHEME = _Lazy(r"(?i)(?:bearer|basic|token|bot|digest|negotiate)[ \t]")
+_BEARER = _Lazy(r"bearer(?<![a-z0-9_]bearer)[ \t]+([a-z0-9\-._~+/]{16,}=*)(?![a-z0-9\-._~+/=\[])")
 
 # ---- secret-named assignments (lower-cased copy) -------------------------------------------------
 _END = r"(?:[\s\"'`,;()\[\]{}<>\\]|\Z)"  # what ends a bare value
@@ -320,17 +341,17 @@ _ASSIGN_REST = (
     r"(?P<bv>[^\s\"'`,;()\[\]{}<>\\]{3,}+)(?![(\[])"
     r")"
 )
-_ASSIGN = re.compile(_KW + _ASSIGN_REST)
+_ASSIGN = _Lazy(_KW + _ASSIGN_REST)
 # The same, one pattern per keyword: each starts with its keyword, a literal the regex engine scans
 # for fast. ``_ASSIGN`` starts with an alternation, tried at every p/s/t/c/a/k of the text (and
 # "pass" is in every "PASSED" of a test run): ~10 ns a byte. ``_assign_matches`` merges them.
-_ASSIGN_BY_KW = [re.compile(f"({kw})" + _ASSIGN_REST) for kw in _KWS]
-_XML = re.compile(
+_ASSIGN_BY_KW = [_Lazy(f"({kw})" + _ASSIGN_REST) for kw in _KWS]
+_XML = _Lazy(
     r"<([a-z0-9_.:\-]{0,60}?(?:passw(?:or)?d|passphrase|secret|token|api[_\-]?key|credentials?))>"
     r"([^<\n]{1,512})</\1>"
 )  # <password>…</password> (maven settings.xml and the like)
-_NETRC = re.compile(r"(?:machine[ \t]+\S+|default)\s+login[ \t]+\S+\s+password[ \t]+([^\s\"'<>]+)")  # .netrc
-_KEY_NAME = re.compile(
+_NETRC = _Lazy(r"(?:machine[ \t]+\S+|default)\s+login[ \t]+\S+\s+password[ \t]+([^\s\"'<>]+)")  # .netrc
+_KEY_NAME = _Lazy(
     r"(pass(?:w(?:or)?d|phrase|code)?|pwd|secret|token|credentials?|authorization|cookie|key)[\"']?\Z",
     re.I,
 )
@@ -356,20 +377,20 @@ _TOKEN_EXCLUDED = frozenset(
     "thinking count counts".split()
 )
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DOTTED = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+\Z")
-_NUMBER = re.compile(r"[+-]?[0-9][0-9_.,eE+-]*\Z")
-_LAST_WORD = re.compile(r"([A-Z]?[a-z]+|[A-Z]+|[0-9]+)\Z")
-_ENV_REF = re.compile(r"\$(?:\{|\(|[A-Za-z_])")
-_DRIVE = re.compile(r"[A-Za-z]:\\")
-_PLACEHOLDER = re.compile(r"%[-#0-9.]*[sdrifx]|\{[^{}]*\}")
-_ALNUM = re.compile(r"[^\W_]")
-_CLASS_RES = (re.compile("[a-z]"), re.compile("[A-Z]"), re.compile("[0-9]"), re.compile("[^A-Za-z0-9]"))
-_NON_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
-_HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{3,8}\Z")
+_IDENT = _Lazy(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DOTTED = _Lazy(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+\Z")
+_NUMBER = _Lazy(r"[+-]?[0-9][0-9_.,eE+-]*\Z")
+_LAST_WORD = _Lazy(r"([A-Z]?[a-z]+|[A-Z]+|[0-9]+)\Z")
+_ENV_REF = _Lazy(r"\$(?:\{|\(|[A-Za-z_])")
+_DRIVE = _Lazy(r"[A-Za-z]:\\")
+_PLACEHOLDER = _Lazy(r"%[-#0-9.]*[sdrifx]|\{[^{}]*\}")
+_ALNUM = _Lazy(r"[^\W_]")
+_CLASS_RES = (_Lazy("[a-z]"), _Lazy("[A-Z]"), _Lazy("[0-9]"), _Lazy("[^A-Za-z0-9]"))
+_NON_NAME = _Lazy(r"[^A-Za-z0-9_.\-]")
+_HEX_COLOUR = _Lazy(r"#[0-9A-Fa-f]{3,8}\Z")
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest", "oauth", "negotiate"})
-_PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased copy
-_PRIVATE_OPEN = re.compile(r"<private>", re.I)  # starts with a literal "<": a fast scan
+_PRIVATE_RE = _Lazy(r"<private>.*?(?:</private>|\Z)", re.S)  # lower-cased copy
+_PRIVATE_OPEN = _Lazy(r"<private>", re.I)  # starts with a literal "<": a fast scan
 _WORDS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no"})
 _ASSIGN_TRIGGERS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key")
 _CLI_FLAG_RE = r" -(?:[pua]|-(?:pass|user|proxy-user|token|api-key|secret))"  # a flag that takes a credential
@@ -519,7 +540,7 @@ def redact(text: str) -> tuple[str, int]:
 
 
 _MAX_ROUNDS = 4
-_MARKER_RE = re.compile(r"REDACTED:|\[PRIVATE\]")
+_MARKER_RE = _Lazy(r"REDACTED:|\[PRIVATE\]")
 
 
 def _recheck_marked_lines(text: str) -> tuple[str, int]:
@@ -553,9 +574,9 @@ _LINE_SEP = "\n\x00\n"
 # Secrets known by a literal next to them: a Telegram bot token's ``:AA``, an Azure SAS
 # signature's ``sig=``, Docker's ``"auth"`` (base64 ``user:password``, too short for the runs).
 _KEYED_LITERALS = [
-    (":AA", re.compile(r":(?<=[0-9]{8}:)(AA[A-Za-z0-9_\-]{33})(?![A-Za-z0-9_\-])"), "telegram"),
-    ("sig=", re.compile(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/=]{16,})"), "azure_sas"),
-    ('"auth"', re.compile(r'"auth"[ \t]*:[ \t]*"([A-Za-z0-9+/=]{8,1024})"'), "basic_auth"),
+    (":AA", _Lazy(r":(?<=[0-9]{8}:)(AA[A-Za-z0-9_\-]{33})(?![A-Za-z0-9_\-])"), "telegram"),
+    ("sig=", _Lazy(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/=]{16,})"), "azure_sas"),
+    ('"auth"', _Lazy(r'"auth"[ \t]*:[ \t]*"([A-Za-z0-9+/=]{8,1024})"'), "basic_auth"),
 ]
 
 
@@ -564,7 +585,7 @@ _KEYED_LITERALS = [
 # one scan for all of them is cheaper than the families' own checks; a long one pays ~8 ns/byte
 # per regex pass, so it goes straight to those checks.
 _SHORT = 1024
-_ANY_TRIGGER_RE = re.compile(
+_ANY_TRIGGER_RE = _Lazy(
     "|".join(re.escape(t) for _typ, _pat, ts in _VENDOR for t in ts)
     + "|(?i:<private>|private key|://|bearer|"
     + "|".join(re.escape(t) for t in (*_ASSIGN_TRIGGERS, "secret", "authorization"))
@@ -742,8 +763,8 @@ def _b64_secret_end(text: str, start: int, end: int) -> int:
 
 # ---- \uXXXX escapes written out in a text (a JSON file, a Python literal): the runs holding them
 # are decoded and redacted; a run that hides a secret is replaced by its redacted decoding.
-_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
-_ESC_RUN_RIGHT = re.compile(r"(?:[A-Za-z0-9_\-+/=.~]|\\u[0-9a-fA-F]{4}){0,4096}")
+_ESCAPE = _Lazy(r"\\u[0-9a-fA-F]{4}")
+_ESC_RUN_RIGHT = _Lazy(r"(?:[A-Za-z0-9_\-+/=.~]|\\u[0-9a-fA-F]{4}){0,4096}")
 
 
 def _escaped_spans(text: str) -> list[tuple[int, int, str]]:
@@ -772,22 +793,22 @@ def _escaped_spans(text: str) -> list[tuple[int, int, str]]:
 # ---- credentials on command lines and in .pgpass lines (lower-cased copy) -------------------------
 _CLI = [
     # mysql -pSECRET (attached: "-p SECRET" would name a database)
-    re.compile(
+    _Lazy(
         r"(?:mysql\w*|mariadb\w*)(?:[ \t]+(?:-[-\w]+(?:=\S+)?|'[^'\n]*'|\"[^\"\n]*\"|\w\S*))*?"  # args before
         r"[ \t]+-p([^\s'\"-][^\s'\"]*)"
     ),
     # curl/wget -u user:SECRET, --user=user:SECRET, --proxy-user …
-    re.compile(r"(?:curl|wget)\b[^\n|;&]*?[ \t](?:-u|--user|--proxy-user|-U)(?:=|[ \t]+)['\"]?[^\s:'\"]+:([^\s'\"@]+)"),
+    _Lazy(r"(?:curl|wget)\b[^\n|;&]*?[ \t](?:-u|--user|--proxy-user|-U)(?:=|[ \t]+)['\"]?[^\s:'\"]+:([^\s'\"@]+)"),
     # sshpass -p SECRET, docker/podman login -p SECRET, redis-cli -a SECRET
-    re.compile(
+    _Lazy(
         r"(?:sshpass|(?:docker|podman)[ \t]+login|redis-cli)\b[^\n|;&]*?[ \t]-[pa][ \t]+['\"]?([^\s'\"-][^\s'\"]*)"
     ),
     # --password SECRET / --password=SECRET / --token SECRET (any tool)
-    re.compile(r"--(?:password|passwd|pass|token|api-key|secret)(?:=|[ \t]+)['\"]?([^\s'\"-][^\s'\"]*)"),
+    _Lazy(r"--(?:password|passwd|pass|token|api-key|secret)(?:=|[ \t]+)['\"]?([^\s'\"-][^\s'\"]*)"),
 ]
-_CLI_FLAG = re.compile(_CLI_FLAG_RE)
-_PGPASS_PORT = re.compile(r":(?:[0-9]{1,5}|\*):")
-_PGPASS = re.compile(  # host:port:database:user:password (database and user are names; "*" is any)
+_CLI_FLAG = _Lazy(_CLI_FLAG_RE)
+_PGPASS_PORT = _Lazy(r":(?:[0-9]{1,5}|\*):")
+_PGPASS = _Lazy(  # host:port:database:user:password (database and user are names; "*" is any)
     r"([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):"
     r"([a-z0-9_.\-*$]+):([a-z0-9_.\-*@$]+):([^\s]{3,})[ \t]*\r?$",
     re.M,
@@ -961,7 +982,7 @@ def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
 # Values no family can match, common in hook payloads (event and tool names, modes, session and
 # tool-use ids): letters only in word case, or a lower-case UUID, or a tool-use id. No digits but
 # the UUID's and id's, no separator an assignment or URL needs, no vendor prefix.
-_PLAIN = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|toolu_[A-Za-z0-9]{8,64}")
+_PLAIN = _Lazy(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|toolu_[A-Za-z0-9]{8,64}")
 
 
 def redact_obj(obj: Any) -> tuple[Any, int]:
