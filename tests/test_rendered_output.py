@@ -1,5 +1,5 @@
-"""Every word ctxlifed says, checked: a scripted multi-phase session (English and Chinese) through a
-real daemon; every text it returns (additionalContext, systemMessage, PostCompact stdout, and the
+"""Every word ctxlifed says, checked: a scripted multi-phase session (English and Chinese) through the
+real shim and a real daemon; every text it returns (additionalContext, systemMessage, PostCompact stdout, and the
 ``status`` output) is collected and checked against its sources:
 
 - every percentage and token figure equals the one ``status --json`` holds at that moment;
@@ -25,6 +25,7 @@ import pytest
 
 from ctxlifed.core import figures as F
 from ctxlifed.runtime.ctl import ctl_command
+from conftest import run_shim
 from test_engine import Session, eventually, ledgers
 
 SID_A = "aaaa0000-1111-2222-3333-444444444444"
@@ -72,8 +73,16 @@ class Transcript:
     def status(self) -> dict[str, Any]:
         return self.session.status()
 
+    def shim(self, event: str, **kw: Any) -> str:
+        """One hook event through the real shim, as Claude Code runs it; its stdout."""
+        env = dict(self.session.d.env, CTXLIFED_DAEMON_CMD="/bin/true", CTXLIFED_HOOK_DEADLINE="4")
+        r = run_shim(self.session.base(event, **kw), env)
+        assert r.returncode == 0 and not r.stderr, (event, r.returncode, r.stderr)
+        return r.stdout.decode()
+
     def hook(self, event: str, **kw: Any) -> dict[str, Any]:
-        out = self.session.hook(event, **kw)
+        stdout = self.shim(event, **kw)
+        out = json.loads(stdout) if stdout else {}
         self.note(event, out)
         return out
 
@@ -86,17 +95,28 @@ class Transcript:
             self.said.append(Said(f"{event}.systemMessage", out["systemMessage"], st, self.epoch))
 
     def post_compact(self, summary: str) -> str:
-        r = self.session.d.call("hook", self.session.base("PostCompact", trigger="manual", compact_summary=summary))
-        if r["stdout"]:
-            self.said.append(Said("PostCompact.stdout", r["stdout"], self.status(), self.epoch))
-        return r["stdout"]
+        stdout = self.shim("PostCompact", trigger="manual", compact_summary=summary)
+        if stdout:
+            self.said.append(Said("PostCompact.stdout", stdout, self.status(), self.epoch))
+        return stdout
+
+    def cli(self, where: str, *args: str, stdin: str | None = None, module: str = "ctxlifed.cli.main") -> str:
+        """A ctxlifectl command's output, as the user (or the /ctxlifed:recall command) gets it."""
+        env = dict(os.environ, CTXLIFED_SOCKET=self.session.d.socket)
+        out = subprocess.run([sys.executable, "-m", module, *args], env=env, capture_output=True, text=True,
+                             check=True, timeout=30, input=stdin, cwd=self.session.project).stdout
+        self.said.append(Said(where, out, self.status(), self.epoch))
+        return out
 
     def cli_status(self) -> str:
-        env = dict(os.environ, CTXLIFED_SOCKET=self.session.d.socket)
-        out = subprocess.run([sys.executable, "-m", "ctxlifed.cli.main", "status", "--session", self.session.sid],
-                             env=env, capture_output=True, text=True, check=True, timeout=30).stdout
-        self.said.append(Said("status", out, self.status(), self.epoch))
-        return out
+        return self.cli("status", "status", "--session", self.session.sid)
+
+    def cli_reads(self, words: str) -> None:
+        """recall, lessons, compactions and the status line: the other texts ctxlifed shows."""
+        self.cli("recall", "recall", words)
+        self.cli("lessons", "lessons")
+        self.cli("compactions", "compactions", "--session", self.session.sid)
+        self.cli("statusline", stdin=json.dumps({"session_id": self.session.sid}), module="ctxlifed.cli.statusline")
 
 
 def boundary(s: Session, pre: int, post: int) -> None:
@@ -158,6 +178,7 @@ def run_script(daemon: Any, lang: str) -> tuple[Transcript, Transcript]:
     b = Transcript(Session(daemon, sid=SID_B))
     b.session.usage(30_000)
     b.hook("SessionStart", source="startup")
+    a.cli_reads(sc["decision_words"])
     return a, b
 
 
@@ -175,10 +196,10 @@ def test_every_rendered_word_is_right(daemon: Any, lang: str) -> None:
         for m in TOKENS_AWAY.finditer(x.text):
             assert m.group(1) in toks, (x.where, m.group(0), x.text)
         for m in CTL.finditer(x.text):
-            if x.where == "status":
+            if x.where in ("status", "lessons", "compactions", "statusline"):
                 continue  # for the user at their own shell (the bare name is right there)
             assert m.group(1) + "ctxlifectl" == ctl, (x.where, m.group(0), x.text)
-        if x.where != "status":
+        if x.where not in ("status", "statusline"):
             for m in IDS.finditer(x.text):
                 assert a.session.recall("", id=int(m.group(1)))["text"], (x.where, m.group(0))
 

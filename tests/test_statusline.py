@@ -76,9 +76,9 @@ def fake(sock_path: str) -> Iterator[FakeDaemon]:
 
 
 @pytest.mark.parametrize("view,line", [
-    ({"phase": "implementation", "zones": [{}], "working_pct": 0.42, "level": 1}, "ctx: implementation · W 42% · L0→L1"),
-    ({"phase": "testing", "context_tokens": 10, "working_pct": 0.05, "level": 0}, "ctx: testing · W 5% · L0"),
-    ({"phase": "review", "zones": [{}], "working_pct": 0.951, "level": 3}, "ctx: review · W 95% · L2→L3"),
+    ({"phase": "implementation", "zones": [{}], "working_pct": 0.42, "level": 1}, "ctx: implementation · W 42.0% · L0→L1"),
+    ({"phase": "testing", "context_tokens": 10, "working_pct": 0.05, "level": 0}, "ctx: testing · W 5.0% · L0"),
+    ({"phase": "review", "zones": [{}], "working_pct": 0.951, "level": 3}, "ctx: review · W 95.1% · L2→L3"),
     ({"phase": "planning"}, "ctx: planning"),
     ({"phase": "design", "ended": True}, "ctx: design · ended"),
 ])
@@ -87,7 +87,7 @@ def test_render(view: dict[str, Any], line: str) -> None:
 
 
 def test_line_from_daemon(fake: FakeDaemon, sock_path: str) -> None:
-    assert SL.line(json.dumps(STATUS_JSON), sock_path) == "ctx: implementation · W 42% · L0→L1"
+    assert SL.line(json.dumps(STATUS_JSON), sock_path) == "ctx: implementation · W 42.5% · L0→L1"
     assert fake.calls == [("status", {"session": STATUS_JSON["session_id"], "limit": 1})]
 
 
@@ -137,7 +137,7 @@ def test_the_installed_command_runs_fast_without_heavy_imports(fake: FakeDaemon,
     argv = shlex.split(statusline_entry(os.path.abspath(sys.executable))["command"])
     r, dt = _run(argv, sock_path, json.dumps(STATUS_JSON))
     assert r.returncode == 0 and r.stderr == ""
-    assert r.stdout == "ctx: implementation · W 42% · L0→L1\n"
+    assert r.stdout == "ctx: implementation · W 42.5% · L0→L1\n"
     assert dt < 1.5, dt
     probe = ("import sys, runpy; sys.stdin = open('/dev/null'); sys.argv = ['x'];"
              "import ctxlifed.cli.statusline as s; s.line('{}');"

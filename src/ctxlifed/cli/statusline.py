@@ -6,12 +6,13 @@ Claude Code runs the status-line command after each message with its status JSON
 (``session_id``, ``cwd``, ``model``, ``context_window``…) and shows the first line of stdout.
 
 Rules:
-- Fast: imports only socket/json/os/stat/struct via ``cli.client`` and ``runtime.paths`` (no
-  argparse, no msgspec); one ``status`` call with a 0.3 s deadline, to a socket ``cli.client``
+- Fast: imports only socket/json/os/stat/struct via ``cli.client`` and ``runtime.paths``, and
+  ``core.figures`` (stdlib ``math``; no argparse, no msgspec); one ``status`` call with a 0.3 s deadline, to a socket ``cli.client``
   trusts (folder, socket and listener ours; otherwise the line is empty).
 - Silent fallback: daemon down, slow, unknown session or bad input -> an empty line and exit 0.
   Never a traceback, never stderr noise.
-- Output: ``ctx: <phase> · W <working %> · <level>``; the level is ``L0`` below the first
+- Output: ``ctx: <phase> · W <working %> · <level>``, the percentage formatted by ``core.figures``
+  like every other figure (so it equals ``status``); the level is ``L0`` below the first
   threshold, else the transition in progress (``L0→L1``, ``L1→L2``, ``L2→L3``).
 """
 
@@ -22,6 +23,8 @@ import os
 import sys
 from typing import Any
 
+from ..core.figures import percent
+
 TIMEOUT_S = 0.3
 LEVELS = {0: "L0", 1: "L0→L1", 2: "L1→L2", 3: "L2→L3"}
 MAX_STDIN = 1 << 20
@@ -30,8 +33,7 @@ MAX_STDIN = 1 << 20
 def render(view: dict[str, Any]) -> str:
     parts = [f"ctx: {view.get('phase') or 'planning'}"]
     if view.get("zones") or view.get("context_tokens") is not None:
-        pct = float(view.get("working_pct") or 0.0) * 100
-        parts.append(f"W {pct:.0f}%")
+        parts.append(f"W {percent(float(view.get('working_pct') or 0.0))}")
         lvl = view.get("level", 0)
         parts.append(LEVELS.get(lvl, f"L{lvl}") if isinstance(lvl, int) else "L0")
     if view.get("ended"):
