@@ -71,8 +71,10 @@ __all__ = [
     "detect_facts",
     "fact_kind",
     "is_substantive",
+    "goal_text",
     "pick_goal",
     "is_question",
+    "starts_new_task",
     "plan_compression",
     "priority",
     "rank",
@@ -165,7 +167,9 @@ _NOT_DECISION_RE = re.compile(r"\byou\s+decide\b|\bup\s+to\s+you\b|你(?:来)?�
 # An obligation on the work: modal must / shall / have to, an imperative never / always / do not at the
 # start of a clause, "is required" / "forbidden"; ZH 必须 / 不要 / 禁止 / 不能 / 务必 ... Not: epistemic
 # "must be a bug", descriptions ("The tests never touch Redis"), "has to do with".
-_CLAUSE = r"(?:^|[,;:—–]\s*|\b(?:and|but|so|then|also|please)\s+)"
+# A clause starts a line, follows a sentence end (so a whole message, not only a split sentence, is
+# scanned the same way), a comma / semicolon / colon / dash, or a conjunction.
+_CLAUSE = r"(?:^|(?<=[.!?。！？；])\s*|[,;:—–]\s*|\b(?:and|but|so|then|also|please)\s+)"
 _CONSTRAINT_RE = re.compile(
     r"\bmust(?:\s+not|n'?t)?\b(?!\s+(?:have\s+(?:been|\w+(?:ed|en))|be\s+(?:a|an|the|because|due|why|that|"
     r"something|somewhere|what|it|caused|coming|related|wrong|broken|fine)\b))"
@@ -228,6 +232,20 @@ def fact_kind(sentence: str) -> Kind | None:
     return None
 
 
+_COMPOUND_SPLIT_RE = re.compile(r";\s+")
+
+
+def _clauses(sentence: str) -> list[str]:
+    """A sentence whose ``;``-separated clauses are each a fact of its own ("TODO: a; TODO: b") as those
+    clauses; any other sentence whole ("Never change charge(); three services call it")."""
+    if "; " not in sentence:
+        return [sentence]
+    parts = [p for p in _COMPOUND_SPLIT_RE.split(sentence) if p.strip()]
+    if len(parts) > 1 and all(fact_kind(p) is not None for p in parts):
+        return parts
+    return [sentence]
+
+
 def detect_facts(text: str) -> list[tuple[Kind, str]]:
     """Decisions, constraints and pending items stated in ``text`` (see the module rules)."""
     body = clip(text) if text else ""
@@ -242,7 +260,7 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
             continue
         if fenced or not line.strip():
             continue
-        parts = [line] if _CHECKBOX_RE.match(line) else _SENT_SPLIT_RE.split(line)
+        parts = [line] if _CHECKBOX_RE.match(line) else [c for p in _SENT_SPLIT_RE.split(line) for c in _clauses(p)]
         for part in parts:
             kind = fact_kind(part)
             if kind is None:
@@ -287,9 +305,43 @@ def is_substantive(prompt: str) -> bool:
     return words >= GOAL_MIN_WORDS
 
 
+# A prompt that says the work turns to another task ("Something else: ...", "forget X", "new task",
+# 换个任务, 先不管 ...): its request replaces the goal. Topic drift alone does not ("Now write tests for
+# the edge cases" is the same task).
+_NEW_TASK_RE = re.compile(
+    r"\bsomething\s+(?:else|different)\b|\b(?:a\s+)?(?:new|different|separate|unrelated)\s+(?:task|topic|issue"
+    r"|problem|question|request)\b|\banother\s+(?:task|topic|thing|issue|problem)\b|\bunrelated(?:ly)?\b"
+    r"|(?:^|[.!;]\s*|\b(?:ok(?:ay)?|so|alright|fine)[,.]?\s+)(?:let'?s\s+)?forget\s+(?:about\s+)?\w"
+    r"|\b(?:moving|switching)\s+(?:on|gears)\b|\bon\s+(?:a|an(?:other)?)\s+(?:different|other|unrelated)?\s*(?:note|topic)\b"
+    r"|换个(?:任务|话题|问题|事)|换一个(?:任务|话题|问题)|另(?:一|外一?)个(?:任务|问题|事)|新(?:的)?任务|先不管|别管(?:它|那个|这个)?了"
+    r"|(?:这个|那个)?(?:先)?不做了|另外(?:有)?一件事",
+    re.I,
+)
+
+
+def starts_new_task(prompt: str) -> bool:
+    """True when a prompt says the work turns to another task (see ``_NEW_TASK_RE``) and states it."""
+    return bool(_NEW_TASK_RE.search((prompt or "")[:GOAL_SCAN])) and is_substantive(prompt)
+
+
 def pick_goal(prompts: list[str]) -> str | None:
-    """The task's substantive request: the first substantive prompt (oldest first), else None."""
-    return next((p for p in prompts if is_substantive(p)), None)
+    """The task's substantive request (oldest first): the first substantive prompt, replaced by a later
+    one that starts another task (:func:`starts_new_task`); None when no prompt states a task."""
+    goal = None
+    for p in prompts:
+        if (goal is None and is_substantive(p)) or (goal is not None and starts_new_task(p)):
+            goal = p
+    return goal
+
+
+def goal_text(prompt: str) -> str:
+    """The request of a goal prompt without the sentences that are facts of their own (a constraint, a
+    pending item, a decision: each is an item of its own wherever the goal goes, and a settled one must
+    not linger in the goal); the whole prompt when what remains states no task."""
+    text = (prompt or "")[:GOAL_SCAN]
+    kept = [sent for sent in sentences(text) if fact_kind(sent) is None]
+    rest = " ".join(kept)
+    return rest if kept and is_substantive(rest) else " ".join(text.split())
 
 
 # --------------------------------------------------------------------------- table

@@ -202,11 +202,15 @@ _HANDOFF_EN: dict[PhaseName, tuple[str, ...]] = {
         r"start\s+(?:implementing|coding)",
         r"(?:begin|proceed\s+with)\s+(?:the\s+)?implementation",
         r"write\s+the\s+code",
+        # A fix asked for at a clause start ("Fix the flaky test", "then fix it"): the work is a change.
+        r"(?:^|(?<=\n)|(?<=[.!;:,]\s)|" + "|".join(rf"(?<=\b{w}\s)" for w in ("then", "and", "now", "please", "just", "so", "to"))
+        + r")fix\s+(?:it|this|that|them|these|those|the|a|an|my|our|both|all)\b",
     ),
     "testing": (
         r"write\s+(?:the\s+|some\s+|more\s+)?(?:unit\s+|integration\s+)?tests?",
         r"add\s+(?:the\s+|some\s+|more\s+)?(?:unit\s+|integration\s+)?tests",
-        r"run\s+(?:the\s+|all\s+(?:the\s+)?)?tests?",
+        r"run\s+(?:the\s+|all\s+(?:the\s+)?)?(?:(?:full|whole|entire|complete|unit|integration|e2e)\s+)?"
+        r"(?:tests?|test\s+suite|suite|specs?)",
         rf"{_LETS}\s+test",
         r"start\s+testing",
         r"test\s+(?:it|this|that)",
@@ -225,7 +229,8 @@ _HANDOFF_ZH: dict[PhaseName, tuple[str, ...]] = {
                  "梳理(?:一下)?需求"),
     "design": ("开始设计", "设计一下", "做(?:个|一个|一下)?(?:架构|方案)?设计", "架构设计", "设计方案",
                "接口设计"),
-    "implementation": ("开始(?:实现|编码|开发|写代码)", "动手(?:实现|写)", "着手实现", "实现一下", "写代码"),
+    "implementation": ("开始(?:实现|编码|开发|写代码)", "动手(?:实现|写)", "着手实现", "实现一下", "写代码",
+                       "修复", "修一下", "修掉", "修好", "(?:先|再|然后|就|来)修"),
     "testing": ("写(?:单元|集成)?测试", "(?:开始|进行)测试", "跑(?:一下|一遍)?测试", "运行测试", "测试一下",
                 "补(?:充)?(?:一些)?测试", "加(?:个|一些|上)?测试"),
     "review": ("评审", "审查", "审阅", "review一下"),

@@ -506,7 +506,8 @@ class Service:
             facts.append(Element(uid=f"{s(payload.get('tool_use_id')) or now}:todo:{i}", kind=Kind.PENDING, text=text,
                                  ts=now, tokens=estimate_tokens(text)))
 
-        closing = _closing_evidence(event, payload, facts, passed_tests, passed_text)
+        closing = _closing_evidence(event, payload, facts, passed_tests, passed_text,
+                                    [el.text for el in elements if el.kind in (Kind.PROMPT, Kind.ASSISTANT)])
 
         budget = self._budget(st)
         crossed = budget is not None and int(budget.level) > st.level
@@ -1198,11 +1199,14 @@ def _open_todos(event: str, payload: dict[str, Any]) -> list[str]:
 
 
 def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], passed_tests: list[str],
-                      passed_text: list[str]) -> PD.Evidence:
-    """What this event says about open pending items (core/pending.py routes)."""
+                      passed_text: list[str], said: list[str]) -> PD.Evidence:
+    """What this event says about open pending items (core/pending.py routes); ``said``: the texts of
+    its prompts and assistant messages."""
     todos: list[str] = []
     edits: list[tuple[str, str]] = []
     done: list[str] = []
+    answers: list[str] = []
+    settled = [t for text in said[:PD.MAX_EVIDENCE] for t in PD.settled_topics(text)]
     if event == "PostToolUse" and not s(payload.get("agent_id")):
         tool, ti = s(payload.get("tool_name")), d(payload.get("tool_input"))
         if tool == "TodoWrite" and isinstance(ti.get("todos"), list):
@@ -1214,9 +1218,10 @@ def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element],
             edits = [(s(e.get("old_string")), s(e.get("new_string"))) for e in ti["edits"] if isinstance(e, dict)]
     elif event == "UserPromptSubmit":
         done = PD.done_statements(s(payload.get("prompt")))
+        answers = PD.answer_clauses(s(payload.get("prompt")))
     return PD.Evidence(completed_todos=tuple(todos[:64]), decisions=tuple(f.text for f in facts if f.kind is Kind.DECISION),
                        passed_tests=tuple(passed_tests), passed_text="\n".join(passed_text),
-                       edits=tuple(edits[:64]), done=tuple(done))
+                       edits=tuple(edits[:64]), done=tuple(done), settled=tuple(settled), answers=tuple(answers))
 
 
 def _close_pending(conn: sqlite3.Connection, project: str, ev: PD.Evidence, now: float) -> int:
