@@ -751,6 +751,7 @@ class Service:
         """Failures in a row (/rewind), read sweeps (subagent), failing test ids (focus line)."""
         if event == "UserPromptSubmit":
             st.sweep_reads, st.sweep_targets = 0, []
+            st.sweep_asked = ADV.asks_for_sweep(s(payload.get("prompt")))
             return
         if event not in ("PostToolUse", "PostToolUseFailure"):
             return
@@ -769,11 +770,14 @@ class Service:
         for el in elements:
             failed = el.is_error or el.kind is Kind.ERROR or (el.kind is Kind.TEST_RESULT and el.passed is False)
             if failed:
-                sig = (LS.signature(el.text, tool=el.tool, command=el.command, file_path=el.file_path)
-                       or f"{el.tool}|{el.command or el.file_path or ''}")
+                test_run = el.kind is Kind.TEST_RESULT or bool(el.command and is_test_command(el.command))
+                ids = compaction.failing_ids(el.text) if test_run else []
+                sig = ADV.failure_key(ids, LS.signature(el.text, tool=el.tool, command=el.command,
+                                                        file_path=el.file_path)
+                                      or f"{el.tool}|{el.command or el.file_path or ''}")
                 st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
-                if el.kind is Kind.TEST_RESULT or (el.command and is_test_command(el.command)):
-                    st.failing_ids = (compaction.failing_ids(el.text) or [el.command or ""])[:8]
+                if test_run:
+                    st.failing_ids = (ids or [el.command or ""])[:8]
             elif el.kind is Kind.TEST_RESULT and el.passed:
                 st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
                 st.advice_lines.pop("rewind", None)
@@ -788,7 +792,7 @@ class Service:
                 kind="rewind", key=f"rewind:{st.fail_sig}", urgency=ADV.URGENCY["rewind"],
                 reason=f"the same failure {st.fail_count} times in a row ({sig})",
                 command="/rewind to before the first attempt (free, keeps the cache), then try another way"), now)
-        if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets)):
+        if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets), asked=st.sweep_asked):
             self._advise(st, ADV.Advice(
                 kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=ADV.URGENCY["subagent"],
                 reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns, all kept"
