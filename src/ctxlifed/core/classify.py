@@ -41,6 +41,8 @@ Rules:
   a fact -> ARCHIVE. Decisions, constraints, pending items, errors (any failed element), lessons,
   compact summaries and ledgers are never DISCARD and never below :data:`NEVER_DISCARD_FLOOR`.
   DISCARD only means "not offered by default": the original is always archived in L2.
+- :func:`superseded_failures`: a failed test run that a later passing run covers is history: :func:`rank`
+  archives it (recallable, never kept, summarized or listed as what the window held).
 - :func:`rank` adds a recency bonus (:data:`RECENCY_BONUS`, halved every :data:`RECENCY_HALF_LIFE`
   seconds; none when ``ts`` is 0) capped at 100; a SUMMARIZE element that reaches :data:`KEEP_AT` is
   kept (what was just read is still being worked on). Sorted by priority, highest first, stable.
@@ -55,6 +57,7 @@ Rules:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -79,6 +82,7 @@ __all__ = [
     "priority",
     "rank",
     "sentences",
+    "superseded_failures",
 ]
 
 SCAN_HEAD = 64 * 1024
@@ -420,14 +424,41 @@ def _recency(el: Element, now: float) -> int:
     return round(RECENCY_BONUS * 0.5 ** (age / RECENCY_HALF_LIFE))
 
 
-def rank(elements: list[Element], phase: str, now: float, matrix: MX.Matrix = MX.DEFAULT) -> list[Ranked]:
-    """Elements with priority (+ recency bonus) and category, most important first (stable)."""
+def superseded_failures(elements: Iterable[Element],
+                        covers: Callable[[str, str], bool] | None = None) -> frozenset[str]:
+    """The uids of failed test runs that a later passing run covers (``elements`` oldest first): the
+    same command, or ``covers(passing command, failed command)``. Such a failure is history, not the
+    state of the work."""
+    out: set[str] = set()
+    failed: list[Element] = []
+    for el in elements:
+        if el.kind is not Kind.TEST_RESULT or not el.command:
+            continue
+        if el.passed is False:
+            failed.append(el)
+        elif el.passed:
+            still = []
+            for f in failed:
+                if f.command == el.command or (covers is not None and covers(el.command, f.command or "")):
+                    out.add(f.uid)
+                else:
+                    still.append(f)
+            failed = still
+    return frozenset(out)
+
+
+def rank(elements: list[Element], phase: str, now: float, matrix: MX.Matrix = MX.DEFAULT, *,
+         superseded: frozenset[str] = frozenset()) -> list[Ranked]:
+    """Elements with priority (+ recency bonus) and category, most important first (stable); a failure
+    in ``superseded`` (:func:`superseded_failures`) is archived, never kept or summarized."""
     _phase_index(phase)
     out: list[Ranked] = []
     for el in elements:
         prio, cat = _classify(el, phase, matrix)
         prio = min(100, prio + _recency(el, now))
-        if cat is S and prio >= KEEP_AT:
+        if el.uid in superseded:
+            cat = A
+        elif cat is S and prio >= KEEP_AT:
             cat = K
         out.append(Ranked(el, prio, cat))
     out.sort(key=lambda r: -r.priority)

@@ -795,8 +795,9 @@ class Service:
         if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets), asked=st.sweep_asked):
             self._advise(st, ADV.Advice(
                 kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=ADV.URGENCY["subagent"],
-                reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns, all kept"
-                       " in the window and re-read every turn",
+                reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns"
+                       + (" of the sweep this request asks for" if st.sweep_asked else "")
+                       + ", all kept in the window and re-read every turn",
                 command="ask for a subagent to do the rest of this sweep (only its summary enters the window)"), now)
         if event == "UserPromptSubmit":
             prompt = s(payload.get("prompt"))
@@ -854,7 +855,8 @@ class Service:
         if not rows:
             return
         els = [_element_from_row(r) for r in rows]
-        ranked = classify.rank(els, st.phase.phase, now, self.matrix)
+        ranked = classify.rank(els, st.phase.phase, now, self.matrix,
+                               superseded=classify.superseded_failures(reversed(els), _covers))
         plan = classify.plan_compression(ranked, level)
         updates = []
         for rk in ranked:
