@@ -19,13 +19,18 @@ Rules:
     一定要, 千万, 切勿, 禁止, 严禁, 不得, 不允许, 只能, 不要, 不能 (not a capability: 不能处理), 别 at a
     clause start. A description ("The tests never touch Redis directly") is not a constraint.
   A question (:func:`is_question`: ends with ? / ？ / 吗 / 呢, or holds 要不要, 能不能, 是否, 可不可以 ...)
-  is never a decision or a constraint, and a pending item only with an explicit label. Fenced code is
-  skipped; at most :data:`MAX_FACTS` facts of at most :data:`MAX_FACT_CHARS` characters each,
+  is never a decision or a constraint, and a pending item only with an explicit label. A sentence
+  whose ``;``-separated clauses are each a fact ("TODO: a; TODO: b") gives one item per clause. Fenced
+  code is skipped; at most :data:`MAX_FACTS` facts of at most :data:`MAX_FACT_CHARS` characters each,
   deduplicated, in order of appearance.
 - :func:`is_substantive` / :func:`pick_goal`: the goal is the first prompt that states a task, not an
   acknowledgement or a bare hand-off ("go ahead", "Good plan. Go ahead and implement it.", 好的，开始吧)
   nor a slash command: at least :data:`GOAL_MIN_WORDS` words (a CJK character counts half) remain
-  once acknowledgement and hand-off words are cut.
+  once acknowledgement and hand-off words are cut. A later prompt that says the work turns to another
+  task and states it (:func:`starts_new_task`: "Something else: ...", "forget X", "new task", 换个任务,
+  先不管 ...) replaces it; topic drift alone does not. :func:`goal_text`: the goal without the
+  sentences that are facts of their own (they are items of their own; a settled TODO must not linger in
+  the goal), the whole prompt when what remains states no task.
 - :func:`priority` / :func:`categorize` / :func:`rank` read the category matrix (``core/matrix.py``,
   :data:`TABLE` is its default; a config override is passed as ``matrix``) (rows: an element's
   kind, with TOOL split into exploration (Read/Grep/Glob/WebSearch/WebFetch), Bash, and other tools, and

@@ -8,7 +8,19 @@ Rules:
 - An item closes on evidence, each route checked on its own (:data:`ROUTES` names them):
   * ``todo``     -- TodoWrite marks a todo ``completed`` whose text matches the item;
   * ``decision`` -- a later decision settles an open choice: the item asks or leaves a choice open
-    (not decided, 待定, which / whether, a question) and the decision covers its subject;
+    (not decided, 待定, which / whether / where / what, decide / confirm / determine, 确认 / 确定, a
+    question) and the decision covers its subject (the item without its asking words, the alternatives
+    it offers in passing -- "(a dead letter queue?)" -- and, after "where", the verb of place: "where
+    the counters live" is about the counters);
+  * ``settled`` -- a prompt or assistant message says the item's topic is settled (:func:`settled_topics`:
+    "the names A and B settle the naming", "the benchmark settles it" -- a pronoun object points back to
+    the subject --, "which settles deleted documents", "the port is decided", "模板已经定好了"; not a
+    question, not negated) and the item covers that topic;
+  * ``answer`` -- the user answers an open choice (:func:`answer_clauses`): a clause of the prompt, not
+    in a question, not negated, asking nothing, that opens with the whole subject of the choice and
+    nothing else, then says something the item does not ("failed deliveries go to a dead letter table"
+    answers "where failed deliveries go"; "look at failed deliveries" does not). Known failure mode: a
+    description in that form ("failed deliveries go nowhere today") closes the item too;
   * ``test``     -- the failing test the item names (``a.py::test_x``, ``test_x``, ``TestX``) passes: a
     passing run names it in its command or output, or cleared it from the failing set;
   * ``todo_line`` -- its ``TODO`` / ``FIXME`` line leaves a file: an edit's old text holds the

@@ -8,8 +8,9 @@ Rules:
     ``ctxlifectl phase set <name>``; names in English, Chinese (规划/设计/实现/测试/评审) or an alias
     (plan, impl, dev, code, test, qa, cr, ...), see :func:`parse_phase`. An unknown name gives no signal.
   * ``handoff`` -- a phrase from the bounded table below, EN (case-insensitive, word-bounded) or ZH
-    ("let's implement", "write the tests", "review this", "开始实现", "写测试", "评审", ...), and a prompt
-    starting with ``/review``. A phrase preceded by a negation ("don't", "not", "不要", "别", ...) is
+    ("let's implement", "write the tests", "run the full test suite", "review this", "开始实现", "写测试",
+    "评审", ...), a fix asked for at a clause start ("Fix the flaky test", "then fix it", 修复, 再修:
+    implementation; "how do we fix it?" asks, it is no hand-off), and a prompt starting with ``/review``. A phrase preceded by a negation ("don't", "not", "不要", "别", ...) is
     ignored. Only the first :data:`HANDOFF_SCAN_HEAD` and last :data:`HANDOFF_SCAN_TAIL` characters
     of a prompt are scanned. Signals come in order of appearance, one per phase.
   * ``tool`` -- heuristics from a tool call (weights are the ``W_*`` constants):
