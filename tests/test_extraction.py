@@ -150,6 +150,7 @@ def test_a_prompt_that_starts_another_task_replaces_the_goal() -> None:
     assert pick_goal(["给订单导出加上 CSV 格式。", "换个任务：登录接口偶尔返回 500，帮我查一下。"]).startswith("换个任务")
     assert not starts_new_task("something else")  # no task stated
     assert not starts_new_task("Don't forget the changelog")
+    assert not starts_new_task("Forget the cache, use a dict for the lookup.")  # another approach, same task
 
 
 @pytest.mark.parametrize(("prompt", "goal"), [

@@ -27,8 +27,8 @@ Rules:
   acknowledgement or a bare hand-off ("go ahead", "Good plan. Go ahead and implement it.", 好的，开始吧)
   nor a slash command: at least :data:`GOAL_MIN_WORDS` words (a CJK character counts half) remain
   once acknowledgement and hand-off words are cut. A later prompt that says the work turns to another
-  task and states it (:func:`starts_new_task`: "Something else: ...", "forget X", "new task", 换个任务,
-  先不管 ...) replaces it; topic drift alone does not. :func:`goal_text`: the goal without the
+  task and states it (:func:`starts_new_task`: "Something else: ...", "a new task", "moving on", 换个任务,
+  先不管 ...) replaces it; topic drift and a change of approach ("forget the cache, use a dict") do not. :func:`goal_text`: the goal without the
   sentences that are facts of their own (they are items of their own; a settled TODO must not linger in
   the goal), the whole prompt when what remains states no task.
 - :func:`priority` / :func:`categorize` / :func:`rank` read the category matrix (``core/matrix.py``,
@@ -314,13 +314,12 @@ def is_substantive(prompt: str) -> bool:
     return words >= GOAL_MIN_WORDS
 
 
-# A prompt that says the work turns to another task ("Something else: ...", "forget X", "new task",
+# A prompt that says the work turns to another task ("Something else: ...", "a new task", "moving on",
 # 换个任务, 先不管 ...): its request replaces the goal. Topic drift alone does not ("Now write tests for
 # the edge cases" is the same task).
 _NEW_TASK_RE = re.compile(
-    r"\bsomething\s+(?:else|different)\b|\b(?:a\s+)?(?:new|different|separate|unrelated)\s+(?:task|topic|issue"
-    r"|problem|question|request)\b|\banother\s+(?:task|topic|thing|issue|problem)\b|\bunrelated(?:ly)?\b"
-    r"|(?:^|[.!;]\s*|\b(?:ok(?:ay)?|so|alright|fine)[,.]?\s+)(?:let'?s\s+)?forget\s+(?:about\s+)?\w"
+    r"\bsomething\s+(?:else|different)\b|\b(?:a\s+)?(?:new|different|separate|unrelated)\s+(?:task|topic"
+    r"|request)\b|\banother\s+(?:task|topic)\b"
     r"|\b(?:moving|switching)\s+(?:on|gears)\b|\bon\s+(?:a|an(?:other)?)\s+(?:different|other|unrelated)?\s*(?:note|topic)\b"
     r"|换个(?:任务|话题|问题|事)|换一个(?:任务|话题|问题)|另(?:一|外一?)个(?:任务|问题|事)|新(?:的)?任务|先不管|别管(?:它|那个|这个)?了"
     r"|(?:这个|那个)?(?:先)?不做了|另外(?:有)?一件事",

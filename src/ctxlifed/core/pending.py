@@ -15,7 +15,8 @@ Rules:
   * ``settled`` -- a prompt or assistant message says the item's topic is settled (:func:`settled_topics`:
     "the names A and B settle the naming", "the benchmark settles it" -- a pronoun object points back to
     the subject --, "which settles deleted documents", "the port is decided", "模板已经定好了"; not a
-    question, not negated) and the item covers that topic;
+    question, not negated, not an intention -- "we need to / will / let's settle X" --, not itself a
+    pending item) and the item covers that topic;
   * ``answer`` -- the user answers an open choice (:func:`answer_clauses`): a clause of the prompt, not
     in a question, not negated, asking nothing, that opens with the whole subject of the choice and
     nothing else, then says something the item does not ("failed deliveries go to a dead letter table"
@@ -49,7 +50,8 @@ from functools import lru_cache
 
 import msgspec
 
-from ctxlifed.core.classify import is_question
+from ctxlifed.core.classify import fact_kind, is_question
+from ctxlifed.core.model import Kind
 from ctxlifed.core.mustsurvive import coverage, source
 
 __all__ = ["MATCH", "ROUTES", "Evidence", "answer_clauses", "closing", "done_statements", "is_stale",
@@ -94,7 +96,10 @@ _ASK_RE = re.compile(
 # An alternative offered in passing ("(a dead letter queue?)"): not the subject of the choice.
 _OFFERED_RE = re.compile(r"\([^()]*[?？]\s*\)|（[^（）]*[?？]\s*）")
 # "X settles it", "which settles Y", "Y is settled / decided"; ZH "Y 定好了 / 定了 / 确定了 / 敲定了".
-_SETTLES_RE = re.compile(r"^(?P<a>.*?)\bsettle[sd]?\b(?!\s+on\b)\s*(?P<b>.*)$", re.I)
+_SETTLES_RE = re.compile(
+    r"^(?P<a>.*?)(?<!\bto\s)(?<!\bwill\s)(?<!\bwould\s)(?<!\bshould\s)(?<!\bmust\s)(?<!\bcan\s)(?<!\bcould\s)"
+    r"(?<!\bmight\s)(?<!\bmay\s)(?<!'ll\s)(?<!\blet's\s)(?<!\blets\s)(?<!\blet\sus\s)(?<!\bplease\s)"
+    r"\bsettle[sd]?\b(?!\s+on\b)\s*(?P<b>.*)$", re.I)
 _IS_SETTLED_RE = re.compile(
     r"^(?P<b>.+?)\s+(?:is|are|'s|was|were|has\s+been|have\s+been)\s+(?:now\s+|all\s+)?(?:settled|decided"
     r"|sorted(?:\s+out)?)\b", re.I)
@@ -150,7 +155,7 @@ def settled_topics(text: str) -> list[str]:
     out: list[str] = []
     for sent in _SPLIT_RE.split((text or "")[:8000]):
         sent = sent.strip()
-        if not sent or is_question(sent) or _NEGATED_RE.search(sent):
+        if not sent or is_question(sent) or _NEGATED_RE.search(sent) or fact_kind(sent) is Kind.PENDING:
             continue
         topic = ""
         if m := _SETTLES_RE.match(sent):
@@ -179,7 +184,8 @@ def answer_clauses(text: str) -> list[str]:
     out: list[str] = []
     for sent in _SPLIT_RE.split((text or "")[:8000]):
         sent = sent.strip()
-        if not sent or is_question(sent) or _NEGATED_RE.search(sent) or _OPEN_CHOICE_RE.search(sent):
+        if (not sent or is_question(sent) or _NEGATED_RE.search(sent) or _OPEN_CHOICE_RE.search(sent)
+                or fact_kind(sent) is Kind.PENDING):
             continue
         for clause in _CLAUSE_SPLIT_RE.split(sent):
             if clause.strip():
