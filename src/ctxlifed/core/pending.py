@@ -104,6 +104,7 @@ _IS_SETTLED_RE = re.compile(
     r"^(?P<b>.+?)\s+(?:is|are|'s|was|were|has\s+been|have\s+been)\s+(?:now\s+|all\s+)?(?:settled|decided"
     r"|sorted(?:\s+out)?)\b", re.I)
 _ZH_SETTLED_RE = re.compile(r"^(?P<b>.*?)(?:已经|已|也|都)?(?:定好了?|定下来了?|确定了|敲定了?|决定了|定了)")
+_ANY_SETTLE_RE = re.compile(r"settle|decided|sorted|定", re.I)  # cheap filter before the patterns above
 _PRONOUN_RE = re.compile(r"^(?:it|this|that|these|those|them|this\s+one|that\s+one|the\s+(?:question|matter|issue)"
                          r"|which|things?|everything)?$", re.I)
 _NEGATED_RE = re.compile(r"\b(?:not|never|no|nothing|cannot)\b|n't\b|还没|没有|未|不", re.I)
@@ -153,9 +154,13 @@ def settled_topics(text: str) -> list[str]:
     the naming" -> "the naming"; "The benchmark settles it" -> "The benchmark" (a pronoun object points
     back to the subject); "which settles deleted documents"; "the port is decided"; "模板已经定好了" -> 模板."""
     out: list[str] = []
-    for sent in _SPLIT_RE.split((text or "")[:8000]):
+    head = (text or "")[:8000]
+    if not _ANY_SETTLE_RE.search(head):
+        return out
+    for sent in _SPLIT_RE.split(head):
         sent = sent.strip()
-        if not sent or is_question(sent) or _NEGATED_RE.search(sent) or fact_kind(sent) is Kind.PENDING:
+        if (not sent or not _ANY_SETTLE_RE.search(sent) or is_question(sent) or _NEGATED_RE.search(sent)
+                or fact_kind(sent) is Kind.PENDING):
             continue
         topic = ""
         if m := _SETTLES_RE.match(sent):
