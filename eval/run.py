@@ -1,6 +1,6 @@
 """The evaluation suite: replay labelled sessions through the real shim and daemon, score the judgment.
 
-    python eval/run.py [--json out.json] [--only NAME ...] [--verbose]
+    python eval/run.py [--json out.json] [--only NAME ...] [--verbose] [--dump]
 
 Rules:
 - The corpus is data (``eval/corpus/*.json``); the rules that turn a session file into hook events and
@@ -456,12 +456,35 @@ def load_corpus(only: list[str] | None = None) -> list[dict[str, Any]]:
     return [s for s in specs if not only or s["name"] in only]
 
 
-def run(only: list[str] | None = None) -> tuple[list[Score], dict[str, Any]]:
+def dump(rp: Replay) -> str:
+    """Everything the daemon did in one session file: per event the phase and the answers, then the
+    items it stored and the must-survive set of the probe (``--dump``, for finding why a point was lost)."""
+    out = [f"== {rp.name}"]
+    for k, s in enumerate(rp.seen):
+        want = "" if s.expected_phase in (None, s.phase) else f" (want {s.expected_phase})"
+        out.append(f"@{s.step} #{k} [{s.sid}] {s.event}: {s.phase}{want} L{s.level}")
+        for label, text in (("ctx", s.context), ("msg", s.message), ("out", s.stdout_text)):
+            if text:
+                out += [f"    {label}| {line}" for line in text.splitlines()]
+    for alias in rp.items_table:
+        out.append(f"-- items [{alias}]")
+        out += [f"    {r['kind']:<10} {r['status']:<8} {r['text']}" for r in rp.items_table[alias]]
+        out.append(f"-- must-survive [{alias}]")
+        out += [f"    {r['kind']:<12} {r['text']}" for r in rp.must_survive.get(alias, [])]
+    return "\n".join(out)
+
+
+def run(only: list[str] | None = None, dump_to: Any = None) -> tuple[list[Score], dict[str, Any]]:
     base = Path(tempfile.mkdtemp(prefix="ev-", dir="/tmp"))
     os.chmod(base, 0o700)
     runner = Runner(base)
     try:
-        scores = [score(spec, runner.replay(spec)) for spec in load_corpus(only)]
+        scores = []
+        for spec in load_corpus(only):
+            rp = runner.replay(spec)
+            if dump_to is not None:
+                print(dump(rp), file=dump_to)
+            scores.append(score(spec, rp))
     finally:
         runner.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -473,8 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the scores to this file")
     ap.add_argument("--only", nargs="*", help="session names to run")
     ap.add_argument("--verbose", "-v", action="store_true", help="print why each point was lost")
+    ap.add_argument("--dump", action="store_true", help="print every event's phase and answers, the stored items"
+                                                        " and the must-survive set of each session")
     a = ap.parse_args(argv)
-    scores, t = run(a.only)
+    scores, t = run(a.only, dump_to=sys.stdout if a.dump else None)
     print(table(scores))
     if a.verbose:
         for s in scores:

@@ -170,3 +170,55 @@ def test_matrix_override_drives_compact_content(daemon_factory: Any) -> None:
     ctx, post = run("a9a9a9a9-2222-3333-4444-555555555555",
                     "Let's implement the importer for the CSV exports. TODO: handle quoted newlines", "implementation")
     assert "Unresolved items (1):\n- TODO: handle quoted newlines" in ctx
+
+
+def test_rewind_when_a_flaky_test_keeps_failing_with_other_figures(daemon: Any) -> None:
+    """The same test failing three times, its assertion figures changing ("9 != 10", "8 != 10"), is the
+    same failure: /rewind is suggested, naming the test."""
+    s = Session(daemon, sid="a8a8a8a8-2222-3333-4444-555555555555")
+    s.usage(20_000)
+    s.prompt("Fix the flaky test_parallel_upload, find the race.")
+    for i, got in enumerate((9, 8, 9)):
+        s.tool("Edit", {"file_path": str(s.project / "pool.py"), "old_string": f"{i}", "new_string": f"{i + 1}"})
+        s.fail("Bash", {"command": "pytest -q tests/test_upload.py -k parallel"},
+               f"Exit code 1\nFAILED tests/test_upload.py::test_parallel_upload - AssertionError: {got} != 10\n"
+               "1 failed, 12 deselected in 0.52s")
+    msgs = _messages(s)
+    assert len(msgs) == 1 and "/rewind" in msgs[0], msgs
+    assert "the same failure 3 times in a row (tests/test_upload.py::test_parallel_upload)" in msgs[0]
+
+
+def test_subagent_when_the_request_asks_for_a_sweep(daemon: Any) -> None:
+    """A request to read through all the services: three reads show the sweep under way in the main window,
+    and a subagent is suggested then, once; the same reads after an ordinary question advise nothing."""
+    s = Session(daemon, sid="a9a9a9a9-2222-3333-4444-555555555555")
+    s.usage(20_000)
+    s.prompt("How is authentication done across all our services? Read through the handlers and tell me.")
+    for name in ("gateway", "billing", "accounts"):
+        s.tool("Read", {"file_path": str(s.project / name / "handlers.py")}, {"file": {"content": "x = 1"}})
+    msgs = _messages(s)
+    assert len(msgs) == 1 and "subagent" in msgs[0] and "of the sweep this request asks for" in msgs[0], msgs
+    s.prompt("how does the gateway check tokens?")
+    for name in ("a", "b", "c"):
+        s.tool("Read", {"file_path": str(s.project / name / "tokens.py")}, {"file": {"content": "x = 1"}})
+    assert not any("subagent" in m for m in _messages(s))
+
+
+def test_session_start_compact_leaves_out_a_failure_that_has_passed_since(daemon: Any) -> None:
+    """A red run that a later green run of the same tests covers is history: SessionStart(compact) does
+    not list it as something the window held (it stays recallable)."""
+    s = Session(daemon, sid="aaaaaaaa-2222-3333-4444-555555555555")
+    s.usage(20_000)
+    s.prompt("Let's implement the incremental index.")
+    s.tool("Edit", {"file_path": str(s.project / "index.py"), "old_string": "a", "new_string": "b"})
+    s.fail("Bash", {"command": "pytest -q tests/test_index.py"},
+           "Exit code 1\nFAILED tests/test_index.py::test_update_one - sqlite3.OperationalError: no such table\n"
+           "1 failed in 0.30s")
+    s.tool("Edit", {"file_path": str(s.project / "schema.py"), "old_string": "", "new_string": "CREATE TABLE t"})
+    s.tool("Bash", {"command": "pytest -q tests/test_index.py"}, {"stdout": "1 passed in 0.28s", "stderr": ""})
+    s.status()
+    s.hook("PreCompact", trigger="manual", custom_instructions="")
+    ctx = s.hook("SessionStart", source="compact")["hookSpecificOutput"]["additionalContext"]
+    assert "schema.py" in ctx and "index.py" in ctx
+    assert "FAILED" not in ctx and "test_update_one" not in ctx
+    assert s.recall("test_update_one")["total"] >= 1

@@ -67,3 +67,33 @@ def test_debounce_once_per_key_and_per_kind() -> None:
     assert not ADV.debounced(level, delivered=[], last_of_kind=900.0, now=1000.0, pending=a)
     assert ADV.debounced(a, delivered=[], last_of_kind=None, now=1000.0, pending=level)
     assert a.text == "ctxlifed: r\n/compact x" and a.line == "r: /compact x"
+
+
+def test_the_same_tests_failing_are_the_same_failure_whatever_their_figures() -> None:
+    """A flaky test failing with "9 != 10" then "8 != 10" is one failure repeated; other tests failing, or
+    a failure without test ids, is told apart by its signature."""
+    assert ADV.failure_key(["tests/a.py::test_x"], "assert|9 != 10") == ADV.failure_key(["tests/a.py::test_x"],
+                                                                                        "assert|8 != 10")
+    assert ADV.failure_key(["tests/a.py::test_x"], "s") != ADV.failure_key(["tests/a.py::test_y"], "s")
+    assert ADV.failure_key(["b", "a", "a"], "s") == ADV.failure_key(["a", "b"], "t") == "tests|a, b"
+    assert ADV.failure_key([], "python|missing module x") == "python|missing module x"
+
+
+@pytest.mark.parametrize(("prompt", "asked"), [
+    ("How is authentication done across all our services? Read through the handlers and tell me.", True),
+    ("Audit every endpoint for missing auth checks", True),
+    ("检查一下所有服务的鉴权方式", True),
+    ("how does the auth flow work?", False),
+    ("Run all the tests", False),
+    ("Refactor the payment module: split PaymentService into a Gateway and a Ledger.", False),
+])
+def test_a_prompt_asking_for_a_sweep(prompt: str, asked: bool) -> None:
+    assert ADV.asks_for_sweep(prompt) is asked
+
+
+def test_an_announced_sweep_is_advised_after_fewer_reads() -> None:
+    """When the request asks for a sweep, three reads of three targets show it under way in the main window."""
+    assert ADV.sweep_due(3, 3, asked=True)
+    assert not ADV.sweep_due(3, 3)
+    assert not ADV.sweep_due(2, 2, asked=True)
+    assert not ADV.sweep_due(3, 1, asked=True)  # the same file again is no sweep

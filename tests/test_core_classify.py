@@ -357,3 +357,19 @@ def test_core_modules_import_no_io_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert "[]" == out.stdout.strip()
+
+
+def test_a_failure_a_later_passing_run_covers_is_archived() -> None:
+    """A red run of a command that later passed (the same command, or one the caller says covers it) is
+    history: archived, never kept, summarized or listed; a failure nothing covers stays kept."""
+    fail = el(Kind.TEST_RESULT, "1 failed", uid="1", command="pytest -q tests/test_a.py", passed=False)
+    other = el(Kind.TEST_RESULT, "1 failed", uid="2", command="pytest -q tests/test_b.py", passed=False)
+    green = el(Kind.TEST_RESULT, "3 passed", uid="3", command="pytest -q tests/test_a.py", passed=True)
+    later = el(Kind.TEST_RESULT, "1 failed", uid="4", command="pytest -q tests/test_a.py", passed=False)
+    assert cl.superseded_failures([fail, other, green, later]) == frozenset({"1"})
+    assert cl.superseded_failures([green, fail]) == frozenset()  # a pass before the failure covers nothing
+    whole = el(Kind.TEST_RESULT, "9 passed", uid="5", command="pytest -q", passed=True)
+    assert cl.superseded_failures([fail, other, whole], lambda ok, bad: ok == "pytest -q") == frozenset({"1", "2"})
+    ranked = {r.element.uid: r.category for r in cl.rank([fail, other, green], "implementation", 0.0,
+                                                           superseded=frozenset({"1"}))}
+    assert ranked["1"] is Category.ARCHIVE and ranked["2"] is Category.KEEP

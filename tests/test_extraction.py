@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ctxlifed.core import phase as P
-from ctxlifed.core.classify import detect_facts, fact_kind, is_question, is_substantive, pick_goal
+from ctxlifed.core.classify import (detect_facts, fact_kind, goal_text, is_question, is_substantive, pick_goal,
+                                    starts_new_task)
 from ctxlifed.core.model import Kind
 
 C, D, PE = Kind.CONSTRAINT, Kind.DECISION, Kind.PENDING
@@ -89,6 +90,25 @@ def test_a_typical_assistant_message_yields_the_obligation_only() -> None:
     assert detect_facts(msg) == [(C, "Per your note, we must not add a Redis dependency to the test extra.")]
 
 
+def test_an_obligation_after_another_sentence_is_found_in_the_whole_message() -> None:
+    """The clause-start imperative ("Do not ...", "Don't ...") is found when a sentence precedes it in the
+    same message, not only when the sentence is scanned on its own."""
+    prompt = ("Users get logged out after 5 minutes instead of 30 minutes. Find out why. Do not change the token "
+              "format, mobile clients parse it.")
+    assert detect_facts(prompt) == [(C, "Do not change the token format, mobile clients parse it.")]
+    assert detect_facts("Fix the flaky test_upload. Don't paper over it with a sleep, find the race.") == [
+        (C, "Don't paper over it with a sleep, find the race.")]
+    assert detect_facts("I read it. The tests never touch Redis directly.") == []
+
+
+def test_clauses_that_are_facts_of_their_own_are_items_of_their_own() -> None:
+    """'TODO: a; TODO: b' is two items (each closes on its own); a fact with a describing clause stays whole."""
+    assert detect_facts("TODO: handle deleted documents; TODO: add a reindex command for admins.") == [
+        (PE, "TODO: handle deleted documents"), (PE, "TODO: add a reindex command for admins.")]
+    assert detect_facts("Never change the public API of charge(); three services call it.") == [
+        (C, "Never change the public API of charge(); three services call it.")]
+
+
 @pytest.mark.parametrize("text", ["要不要加缓存？", "能不能换成 SQLite？", "Should we never retry?", "这个要不要改"])
 def test_questions(text: str) -> None:
     assert is_question(text) and detect_facts(text) == []
@@ -118,6 +138,45 @@ def test_goal_is_the_first_substantive_request() -> None:
                "Good plan. Go ahead and implement it.", "Also handle the burst case"]
     assert pick_goal(prompts) == prompts[1]
     assert pick_goal(["go ahead", "好的"]) is None
+
+
+def test_a_prompt_that_starts_another_task_replaces_the_goal() -> None:
+    """The goal is the task being worked on: an explicit switch ("Something else: ...", 换个任务) starts a new
+    one; a follow-up on the same task ("Now write tests for the edge cases") does not."""
+    first = "Could we speed up the API by replacing json with orjson? Let's explore."
+    other = "OK, forget orjson. Something else: the CSV export of the reports page is slow, look at that."
+    assert pick_goal([first, "go ahead", other]) == other
+    assert pick_goal([first, "Now write tests for the edge cases: the window rollover."]) == first
+    assert pick_goal(["给订单导出加上 CSV 格式。", "换个任务：登录接口偶尔返回 500，帮我查一下。"]).startswith("换个任务")
+    assert not starts_new_task("something else")  # no task stated
+    assert not starts_new_task("Don't forget the changelog")
+    assert not starts_new_task("Forget the cache, use a dict for the lookup.")  # another approach, same task
+
+
+@pytest.mark.parametrize(("prompt", "goal"), [
+    ("We need rate limiting on the login API. It must not break existing sessions. TODO: decide the store.",
+     "We need rate limiting on the login API."),
+    ("给订单导出加上 CSV 格式。必须保持现有的 JSON 接口不变。待办：确认日期格式。", "给订单导出加上 CSV 格式。"),
+    ("Add rate limiting to the upload endpoint; must not break clients",
+     "Add rate limiting to the upload endpoint; must not break clients"),  # nothing would be left: whole
+    ("TODO: fix the refresh endpoint", "TODO: fix the refresh endpoint"),
+])
+def test_the_goal_leaves_the_facts_stated_with_it_to_their_own_items(prompt: str, goal: str) -> None:
+    assert goal_text(prompt) == goal
+
+
+@pytest.mark.parametrize(("prompt", "phase"), [
+    ("Yes, reproduce it with a test, then fix it.", "implementation"),
+    ("Fix the flaky test_parallel_upload. Don't paper over it with a sleep.", "implementation"),
+    ("好，先复现再修。", "implementation"),
+    ("Run the full test suite.", "testing"),
+    ("Don't fix it yet, just find out why.", None),
+    ("How do we fix the race?", None),
+    ("不要修复它，先查原因", None),
+])
+def test_a_fix_asked_for_is_implementation(prompt: str, phase: str | None) -> None:
+    got = [sig.phase for sig in P.signals_from_prompt(prompt)]
+    assert got == ([phase] if phase else [])
 
 
 def _run(state: P.PhaseState, calls: list[tuple[str, dict]]) -> list[str]:

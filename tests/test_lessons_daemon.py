@@ -95,7 +95,7 @@ def test_every_printed_id_resolves_to_the_item_it_describes(daemon: Any) -> None
     that fixed it, the passing run, the lesson, a decision, a step of the phase."""
     s = Session(daemon, sid="1e550000-0000-0000-0000-000000000006")
     s.hook("SessionStart", source="startup")
-    s.prompt("Fix the csv parser. We decided to use semicolons as the CSV delimiter.")
+    s.prompt("The csv parser breaks on our exports. We decided to use semicolons as the CSV delimiter.")
     s.tool("Read", {"file_path": str(s.project / "README.md")}, {"file": {"content": "readme"}})
     for i in range(3):  # events that archive nothing: event ids and archive ids part ways
         s.hook("PreToolUse", tool_name="Bash", tool_input={"command": "pytest -q"}, tool_use_id=f"toolu_p{i}")
@@ -123,7 +123,8 @@ def test_every_printed_id_resolves_to_the_item_it_describes(daemon: Any) -> None
     assert r.returncode == 0 and r.stdout.startswith(f"# #{item['id']} · lesson") and "csvparse.py" in r.stdout
 
     # Ledger page and decision log: every #N is an item of this session, as described.
-    # Read -> failing run -> edit leaves planning for implementation (phase 1 -> 2); testing closes phase 2.
+    # Read -> failing run -> edit leaves planning for implementation (phase 1 -> 2: the prompt asks for no fix,
+    # which would start implementation at once); testing closes phase 2.
     daemon.call("phase.set", {"session": s.sid, "phase": "testing"})
     mem = s.project / "docs" / "memory"
     eventually(lambda: (mem / "decisions.md").exists() and any((mem / "sessions" / s.sid).glob("phase-2-*.md")))

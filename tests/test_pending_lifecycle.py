@@ -134,3 +134,27 @@ def test_todowrite_todos_are_pending_items_until_completed(daemon: Any) -> None:
     s.tool("TodoWrite", {"todos": todos})
     assert list(_open(daemon, s)) == ["Wire the limiter into upload()"]
     assert _closed(daemon, s) == {"Add the bucket store": "todo"}
+
+
+def test_what_settles_a_choice_closes_it_through_the_daemon(daemon: Any) -> None:
+    """An assistant message saying "X settles Y" closes the item about Y (read from the transcript at the
+    next event), a decision on a "where X lives" choice closes it, and the user's answer to an open
+    choice closes it; the goal leaves the settled TODO to its own item."""
+    s = Session(daemon, sid="9e000000-0000-0000-0000-000000000009")
+    s.usage(20_000)
+    s.prompt("Split PaymentService into a Gateway and a Ledger. Naming is not decided yet. "
+             "TODO: decide where the counters live. TODO: where failed deliveries go (a dead letter queue?).")
+    assert len(_open(daemon, s)) == 3
+    s.usage(24_000, text="The names PaymentGateway and PaymentLedger settle the naming. We'll use Redis for the"
+                         " counters.")
+    s.hook("Stop", stop_hook_active=False)
+    s.prompt("Let's implement it: failed deliveries go to a dead letter table.")
+    assert _closed(daemon, s) == {
+        "Naming is not decided yet.": "settled",
+        "TODO: decide where the counters live.": "decision",
+        "TODO: where failed deliveries go (a dead letter queue?).": "answer",
+    }
+    s.hook("PreCompact", trigger="manual", custom_instructions="")
+    lost = daemon.call("hook", s.base("PostCompact", trigger="manual", compact_summary=""))["stdout"]
+    assert "- Goal: Split PaymentService into a Gateway and a Ledger.\n" in lost
+    assert "Pending" not in lost and "Naming" not in lost and "deliveries" not in lost  # closed: gone

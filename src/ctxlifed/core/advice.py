@@ -11,13 +11,18 @@ Rules:
   :data:`OUTPUT` per token, :data:`SUMMARY_TOKENS`); the next request writes the cache again for the
   summary and what is re-attached or re-read (:data:`CACHE_WRITE`, :data:`REREAD_TOKENS`). Nothing
   below that Working size is advised at a boundary (:func:`boundary_min_working`).
-- ``/rewind`` (:func:`rewind_due`): the same failing signature :data:`REWIND_AFTER` times in a row
-  (a pass or another failure resets the count).
+- ``/rewind`` (:func:`rewind_due`): the same failure :data:`REWIND_AFTER` times in a row (a pass or
+  another failure resets the count). What "the same" is (:func:`failure_key`): a test run is the same
+  failure when the same tests fail, whatever their assertion figures ("9 != 10", then "8 != 10": a flaky
+  test is still failing); any other failure, by its error signature.
 - ``/clear`` (:func:`unrelated_task`): a prompt that asks for a task (at least :data:`TASK_MIN_WEIGHT`
   of significant tokens) sharing less than :data:`UNRELATED_BELOW` of them with the session's work,
   while Working holds at least :data:`CLEAR_MIN_WORKING` tokens.
 - Subagent (:func:`sweep_due`): :data:`SWEEP_READS` exploration calls in a row (Read / Grep / Glob ...)
-  over at least :data:`SWEEP_FILES` distinct files or patterns.
+  over at least :data:`SWEEP_FILES` distinct files or patterns; or, when the prompt asked for a sweep
+  (:func:`asks_for_sweep`: "across all our services", "read through the handlers", 所有服务, 通读 ...),
+  :data:`SWEEP_ASKED_READS` of them over as many distinct targets: the sweep is announced and has begun
+  in the main window, so the advice comes before most of it is read, when it still pays.
 - Each :class:`Advice` has a ``key`` (its cause: delivered once per key), a ``kind`` (debounced: one of a
   kind per :data:`DEBOUNCE_S`, unless more urgent), an ``urgency`` (one advice slot: the more urgent
   wins) and a ``reason`` (plain words, with the figures that justify it; other modules may append a
@@ -26,6 +31,7 @@ Rules:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -43,14 +49,17 @@ __all__ = [
     "REREAD_TOKENS",
     "REWIND_AFTER",
     "SUMMARY_TOKENS",
+    "SWEEP_ASKED_READS",
     "SWEEP_FILES",
     "SWEEP_READS",
     "Advice",
+    "asks_for_sweep",
     "boundary_min_working",
     "compact_cause",
     "compaction_cost",
     "compaction_pays",
     "debounced",
+    "failure_key",
     "rewind_due",
     "saving_per_turn",
     "sweep_due",
@@ -73,6 +82,7 @@ TASK_MIN_WEIGHT = 4
 UNRELATED_BELOW = 0.15
 SWEEP_READS = 6
 SWEEP_FILES = 5
+SWEEP_ASKED_READS = 3
 DEBOUNCE_S = 600.0
 
 URGENCY: dict[str, int] = {"near": 5, "level": 4, "rewind": 3, "clear": 3, "subagent": 2, "boundary": 1}
@@ -142,6 +152,32 @@ def rewind_due(same_failure_count: int) -> bool:
     return same_failure_count >= REWIND_AFTER
 
 
+def failure_key(failing_tests: Sequence[str], signature: str) -> str:
+    """What makes two failures "the same" for :func:`rewind_due`: the set of failing tests of a test run
+    (``tests|<ids>``), else the error signature."""
+    ids = sorted({t for t in failing_tests if t})
+    return "tests|" + ", ".join(ids) if ids else signature
+
+
+# A prompt that asks for a sweep over many files: "across all our services", "read through the handlers",
+# "every module", 所有服务, 通读, 逐个看 ...
+_SWEEP_UNITS = (r"services?|modules?|packages?|files?|repos?|repositories|handlers?|endpoints?|components?|crates?"
+                r"|apps?|controllers?|routes?|plugins?|microservices?|projects?|directories|folders?")
+_SWEEP_ASK_RE = re.compile(
+    r"\b(?:across|throughout)\s+(?:all|every|each|the\s+(?:whole|entire))\b"
+    r"|\b(?:read|go|look|dig|comb|walk)\s+through\s+(?:all\s+|every\s+|each\s+|the\s+)?(?:\w+\s+)?(?:" + _SWEEP_UNITS + r")\b"
+    r"|\b(?:all|every|each)\s+(?:of\s+)?(?:our|the|these|those)?\s*(?:" + _SWEEP_UNITS + r")\b"
+    r"|\b(?:survey|audit|inventory)\b"
+    r"|(?:所有|全部|每个|每一个|各个)(?:的)?(?:服务|模块|文件|接口|处理器|组件|仓库|项目|目录|包)|通读|逐个(?:看|读|检查)|挨个(?:看|读|检查)|遍历(?:一下)?(?:所有|全部)",
+    re.I,
+)
+
+
+def asks_for_sweep(prompt: str) -> bool:
+    """True when a prompt asks to read through many files or services (module rules)."""
+    return bool(_SWEEP_ASK_RE.search((prompt or "")[:4000]))
+
+
 def unrelated_task(prompt: str, session_text: str, working_tokens: int) -> bool:
     """A new task unrelated to the session's work, after a large context (module rules)."""
     if working_tokens < CLEAR_MIN_WORKING or not session_text.strip() or not prompt.strip():
@@ -150,7 +186,10 @@ def unrelated_task(prompt: str, session_text: str, working_tokens: int) -> bool:
     return weight >= TASK_MIN_WEIGHT and share < UNRELATED_BELOW
 
 
-def sweep_due(reads_in_a_row: int, distinct_targets: int) -> bool:
+def sweep_due(reads_in_a_row: int, distinct_targets: int, *, asked: bool = False) -> bool:
+    """A read sweep is under way in the main window (module rules; ``asked``: the prompt asked for one)."""
+    if asked and reads_in_a_row >= SWEEP_ASKED_READS and distinct_targets >= SWEEP_ASKED_READS:
+        return True
     return reads_in_a_row >= SWEEP_READS and distinct_targets >= SWEEP_FILES
 
 

@@ -19,13 +19,18 @@ Rules:
     一定要, 千万, 切勿, 禁止, 严禁, 不得, 不允许, 只能, 不要, 不能 (not a capability: 不能处理), 别 at a
     clause start. A description ("The tests never touch Redis directly") is not a constraint.
   A question (:func:`is_question`: ends with ? / ？ / 吗 / 呢, or holds 要不要, 能不能, 是否, 可不可以 ...)
-  is never a decision or a constraint, and a pending item only with an explicit label. Fenced code is
-  skipped; at most :data:`MAX_FACTS` facts of at most :data:`MAX_FACT_CHARS` characters each,
+  is never a decision or a constraint, and a pending item only with an explicit label. A sentence
+  whose ``;``-separated clauses are each a fact ("TODO: a; TODO: b") gives one item per clause. Fenced
+  code is skipped; at most :data:`MAX_FACTS` facts of at most :data:`MAX_FACT_CHARS` characters each,
   deduplicated, in order of appearance.
 - :func:`is_substantive` / :func:`pick_goal`: the goal is the first prompt that states a task, not an
   acknowledgement or a bare hand-off ("go ahead", "Good plan. Go ahead and implement it.", 好的，开始吧)
   nor a slash command: at least :data:`GOAL_MIN_WORDS` words (a CJK character counts half) remain
-  once acknowledgement and hand-off words are cut.
+  once acknowledgement and hand-off words are cut. A later prompt that says the work turns to another
+  task and states it (:func:`starts_new_task`: "Something else: ...", "a new task", "moving on", 换个任务,
+  先不管 ...) replaces it; topic drift and a change of approach ("forget the cache, use a dict") do not. :func:`goal_text`: the goal without the
+  sentences that are facts of their own (they are items of their own; a settled TODO must not linger in
+  the goal), the whole prompt when what remains states no task.
 - :func:`priority` / :func:`categorize` / :func:`rank` read the category matrix (``core/matrix.py``,
   :data:`TABLE` is its default; a config override is passed as ``matrix``) (rows: an element's
   kind, with TOOL split into exploration (Read/Grep/Glob/WebSearch/WebFetch), Bash, and other tools, and
@@ -41,6 +46,8 @@ Rules:
   a fact -> ARCHIVE. Decisions, constraints, pending items, errors (any failed element), lessons,
   compact summaries and ledgers are never DISCARD and never below :data:`NEVER_DISCARD_FLOOR`.
   DISCARD only means "not offered by default": the original is always archived in L2.
+- :func:`superseded_failures`: a failed test run that a later passing run covers is history: :func:`rank`
+  archives it (recallable, never kept, summarized or listed as what the window held).
 - :func:`rank` adds a recency bonus (:data:`RECENCY_BONUS`, halved every :data:`RECENCY_HALF_LIFE`
   seconds; none when ``ts`` is 0) capped at 100; a SUMMARIZE element that reaches :data:`KEEP_AT` is
   kept (what was just read is still being worked on). Sorted by priority, highest first, stable.
@@ -55,6 +62,7 @@ Rules:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -71,12 +79,15 @@ __all__ = [
     "detect_facts",
     "fact_kind",
     "is_substantive",
+    "goal_text",
     "pick_goal",
     "is_question",
+    "starts_new_task",
     "plan_compression",
     "priority",
     "rank",
     "sentences",
+    "superseded_failures",
 ]
 
 SCAN_HEAD = 64 * 1024
@@ -165,7 +176,9 @@ _NOT_DECISION_RE = re.compile(r"\byou\s+decide\b|\bup\s+to\s+you\b|你(?:来)?�
 # An obligation on the work: modal must / shall / have to, an imperative never / always / do not at the
 # start of a clause, "is required" / "forbidden"; ZH 必须 / 不要 / 禁止 / 不能 / 务必 ... Not: epistemic
 # "must be a bug", descriptions ("The tests never touch Redis"), "has to do with".
-_CLAUSE = r"(?:^|[,;:—–]\s*|\b(?:and|but|so|then|also|please)\s+)"
+# A clause starts a line, follows a sentence end (so a whole message, not only a split sentence, is
+# scanned the same way), a comma / semicolon / colon / dash, or a conjunction.
+_CLAUSE = r"(?:^|(?<=[.!?。！？；])\s*|[,;:—–]\s*|\b(?:and|but|so|then|also|please)\s+)"
 _CONSTRAINT_RE = re.compile(
     r"\bmust(?:\s+not|n'?t)?\b(?!\s+(?:have\s+(?:been|\w+(?:ed|en))|be\s+(?:a|an|the|because|due|why|that|"
     r"something|somewhere|what|it|caused|coming|related|wrong|broken|fine)\b))"
@@ -228,6 +241,20 @@ def fact_kind(sentence: str) -> Kind | None:
     return None
 
 
+_COMPOUND_SPLIT_RE = re.compile(r";\s+")
+
+
+def _clauses(sentence: str) -> list[str]:
+    """A sentence whose ``;``-separated clauses are each a fact of its own ("TODO: a; TODO: b") as those
+    clauses; any other sentence whole ("Never change charge(); three services call it")."""
+    if "; " not in sentence:
+        return [sentence]
+    parts = [p for p in _COMPOUND_SPLIT_RE.split(sentence) if p.strip()]
+    if len(parts) > 1 and all(fact_kind(p) is not None for p in parts):
+        return parts
+    return [sentence]
+
+
 def detect_facts(text: str) -> list[tuple[Kind, str]]:
     """Decisions, constraints and pending items stated in ``text`` (see the module rules)."""
     body = clip(text) if text else ""
@@ -242,7 +269,7 @@ def detect_facts(text: str) -> list[tuple[Kind, str]]:
             continue
         if fenced or not line.strip():
             continue
-        parts = [line] if _CHECKBOX_RE.match(line) else _SENT_SPLIT_RE.split(line)
+        parts = [line] if _CHECKBOX_RE.match(line) else [c for p in _SENT_SPLIT_RE.split(line) for c in _clauses(p)]
         for part in parts:
             kind = fact_kind(part)
             if kind is None:
@@ -287,9 +314,42 @@ def is_substantive(prompt: str) -> bool:
     return words >= GOAL_MIN_WORDS
 
 
+# A prompt that says the work turns to another task ("Something else: ...", "a new task", "moving on",
+# 换个任务, 先不管 ...): its request replaces the goal. Topic drift alone does not ("Now write tests for
+# the edge cases" is the same task).
+_NEW_TASK_RE = re.compile(
+    r"\bsomething\s+(?:else|different)\b|\b(?:a\s+)?(?:new|different|separate|unrelated)\s+(?:task|topic"
+    r"|request)\b|\banother\s+(?:task|topic)\b"
+    r"|\b(?:moving|switching)\s+(?:on|gears)\b|\bon\s+(?:a|an(?:other)?)\s+(?:different|other|unrelated)?\s*(?:note|topic)\b"
+    r"|换个(?:任务|话题|问题|事)|换一个(?:任务|话题|问题)|另(?:一|外一?)个(?:任务|问题|事)|新(?:的)?任务|先不管|别管(?:它|那个|这个)?了"
+    r"|(?:这个|那个)?(?:先)?不做了|另外(?:有)?一件事",
+    re.I,
+)
+
+
+def starts_new_task(prompt: str) -> bool:
+    """True when a prompt says the work turns to another task (see ``_NEW_TASK_RE``) and states it."""
+    return bool(_NEW_TASK_RE.search((prompt or "")[:GOAL_SCAN])) and is_substantive(prompt)
+
+
 def pick_goal(prompts: list[str]) -> str | None:
-    """The task's substantive request: the first substantive prompt (oldest first), else None."""
-    return next((p for p in prompts if is_substantive(p)), None)
+    """The task's substantive request (oldest first): the first substantive prompt, replaced by a later
+    one that starts another task (:func:`starts_new_task`); None when no prompt states a task."""
+    goal = None
+    for p in prompts:
+        if (goal is None and is_substantive(p)) or (goal is not None and starts_new_task(p)):
+            goal = p
+    return goal
+
+
+def goal_text(prompt: str) -> str:
+    """The request of a goal prompt without the sentences that are facts of their own (a constraint, a
+    pending item, a decision: each is an item of its own wherever the goal goes, and a settled one must
+    not linger in the goal); the whole prompt when what remains states no task."""
+    text = (prompt or "")[:GOAL_SCAN]
+    kept = [sent for sent in sentences(text) if fact_kind(sent) is None]
+    rest = " ".join(kept)
+    return rest if kept and is_substantive(rest) else " ".join(text.split())
 
 
 # --------------------------------------------------------------------------- table
@@ -368,14 +428,41 @@ def _recency(el: Element, now: float) -> int:
     return round(RECENCY_BONUS * 0.5 ** (age / RECENCY_HALF_LIFE))
 
 
-def rank(elements: list[Element], phase: str, now: float, matrix: MX.Matrix = MX.DEFAULT) -> list[Ranked]:
-    """Elements with priority (+ recency bonus) and category, most important first (stable)."""
+def superseded_failures(elements: Iterable[Element],
+                        covers: Callable[[str, str], bool] | None = None) -> frozenset[str]:
+    """The uids of failed test runs that a later passing run covers (``elements`` oldest first): the
+    same command, or ``covers(passing command, failed command)``. Such a failure is history, not the
+    state of the work."""
+    out: set[str] = set()
+    failed: list[Element] = []
+    for el in elements:
+        if el.kind is not Kind.TEST_RESULT or not el.command:
+            continue
+        if el.passed is False:
+            failed.append(el)
+        elif el.passed:
+            still = []
+            for f in failed:
+                if f.command == el.command or (covers is not None and covers(el.command, f.command or "")):
+                    out.add(f.uid)
+                else:
+                    still.append(f)
+            failed = still
+    return frozenset(out)
+
+
+def rank(elements: list[Element], phase: str, now: float, matrix: MX.Matrix = MX.DEFAULT, *,
+         superseded: frozenset[str] = frozenset()) -> list[Ranked]:
+    """Elements with priority (+ recency bonus) and category, most important first (stable); a failure
+    in ``superseded`` (:func:`superseded_failures`) is archived, never kept or summarized."""
     _phase_index(phase)
     out: list[Ranked] = []
     for el in elements:
         prio, cat = _classify(el, phase, matrix)
         prio = min(100, prio + _recency(el, now))
-        if cat is S and prio >= KEEP_AT:
+        if el.uid in superseded:
+            cat = A
+        elif cat is S and prio >= KEEP_AT:
             cat = K
         out.append(Ranked(el, prio, cat))
     out.sort(key=lambda r: -r.priority)

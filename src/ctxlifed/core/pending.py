@@ -8,7 +8,20 @@ Rules:
 - An item closes on evidence, each route checked on its own (:data:`ROUTES` names them):
   * ``todo``     -- TodoWrite marks a todo ``completed`` whose text matches the item;
   * ``decision`` -- a later decision settles an open choice: the item asks or leaves a choice open
-    (not decided, 待定, which / whether, a question) and the decision covers its subject;
+    (not decided, 待定, which / whether / where / what, decide / confirm / determine, 确认 / 确定, a
+    question) and the decision covers its subject (the item without its asking words, the alternatives
+    it offers in passing -- "(a dead letter queue?)" -- and, after "where", the verb of place: "where
+    the counters live" is about the counters);
+  * ``settled`` -- a prompt or assistant message says the item's topic is settled (:func:`settled_topics`:
+    "the names A and B settle the naming", "the benchmark settles it" -- a pronoun object points back to
+    the subject --, "which settles deleted documents", "the port is decided", "模板已经定好了"; not a
+    question, not negated, not an intention -- "we need to / will / let's settle X" --, not itself a
+    pending item) and the item covers that topic;
+  * ``answer`` -- the user answers an open choice (:func:`answer_clauses`): a clause of the prompt, not
+    in a question, not negated, asking nothing, that opens with the whole subject of the choice and
+    nothing else, then says something the item does not ("failed deliveries go to a dead letter table"
+    answers "where failed deliveries go"; "look at failed deliveries" does not). Known failure mode: a
+    description in that form ("failed deliveries go nowhere today") closes the item too;
   * ``test``     -- the failing test the item names (``a.py::test_x``, ``test_x``, ``TestX``) passes: a
     passing run names it in its command or output, or cleared it from the failing set;
   * ``todo_line`` -- its ``TODO`` / ``FIXME`` line leaves a file: an edit's old text holds the
@@ -37,13 +50,14 @@ from functools import lru_cache
 
 import msgspec
 
-from ctxlifed.core.classify import is_question
+from ctxlifed.core.classify import fact_kind, is_question
+from ctxlifed.core.model import Kind
 from ctxlifed.core.mustsurvive import coverage, source
 
-__all__ = ["MATCH", "ROUTES", "Evidence", "closing", "done_statements", "is_stale", "render_pending_list",
-           "test_names"]
+__all__ = ["MATCH", "ROUTES", "Evidence", "answer_clauses", "closing", "done_statements", "is_stale",
+           "render_pending_list", "settled_topics", "test_names"]
 
-ROUTES = ("todo", "decision", "test", "todo_line", "user", "ctl", "ledger")
+ROUTES = ("todo", "decision", "settled", "answer", "test", "todo_line", "user", "ctl", "ledger")
 MATCH = 0.6
 MATCH_BACK = 0.8
 SETTLE = 0.6
@@ -60,20 +74,45 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     passed_text: str = ""  # command + output head of a passing test run (names searched in it)
     edits: tuple[tuple[str, str], ...] = ()  # (old text, new text) of edits
     done: tuple[str, ...] = ()  # the user's "X is done" sentences
+    settled: tuple[str, ...] = ()  # topics a sentence says are settled ("the benchmark settles it")
+    answers: tuple[str, ...] = ()  # the user's declarative clauses (answers to an open choice)
 
     def empty(self) -> bool:
         return not (self.completed_todos or self.decisions or self.passed_tests or self.passed_text
-                    or self.edits or self.done)
+                    or self.edits or self.done or self.settled or self.answers)
 
 
 _OPEN_CHOICE_RE = re.compile(
     r"\bnot\s+(?:yet\s+)?decided\b|\bundecided\b|\b(?:haven'?t|have\s+not|hasn'?t)\s+(?:yet\s+)?decided\b"
-    r"|\bopen\s+question\b|\bwhich\b|\bwhether\b|\bor\b|\bdecide\b|\bchoose\b|\bpick\b"
-    r"|待定|待决定|待确认|还没(?:有)?决定|尚未决定|未决定|哪个|哪种|是否|还是|选哪",
+    r"|\bopen\s+question\b|\bwhich\b|\bwhether\b|\bwhere\b|\bwhat\b|\bwhen\b|\bhow\s+(?:many|much|long|often)\b"
+    r"|\bor\b|\bdecide\b|\bchoose\b|\bpick\b|\bconfirm\b|\bdetermine\b|\bfigure\s+out\b|\bsettle\b"
+    r"|待定|待决定|待确认|还没(?:有)?(?:决定|定)|尚未决定|未决定|哪个|哪种|哪里|哪儿|多少|是否|还是|选哪|确认|确定|敲定|商定",
     re.I,
 )
 # Words that ask rather than name (cut before matching a choice against a decision).
-_ASK_RE = re.compile(r"\b(?:which|whether|what|or|decide|choose|pick|not|yet|open)\b|哪个|哪种|是否|还是|选哪|什么", re.I)
+_ASK_RE = re.compile(
+    r"\b(?:which|whether|where|what|when|how|many|much|or|decide|choose|pick|confirm|determine|figure|settle"
+    r"|not|yet|open)\b|哪个|哪种|哪里|哪儿|多少|是否|还是|选哪|什么|确认|确定|敲定|商定", re.I)
+# An alternative offered in passing ("(a dead letter queue?)"): not the subject of the choice.
+_OFFERED_RE = re.compile(r"\([^()]*[?？]\s*\)|（[^（）]*[?？]\s*）")
+# "X settles it", "which settles Y", "Y is settled / decided"; ZH "Y 定好了 / 定了 / 确定了 / 敲定了".
+_SETTLES_RE = re.compile(
+    r"^(?P<a>.*?)(?<!\bto\s)(?<!\bwill\s)(?<!\bwould\s)(?<!\bshould\s)(?<!\bmust\s)(?<!\bcan\s)(?<!\bcould\s)"
+    r"(?<!\bmight\s)(?<!\bmay\s)(?<!'ll\s)(?<!\blet's\s)(?<!\blets\s)(?<!\blet\sus\s)(?<!\bplease\s)"
+    r"\bsettle[sd]?\b(?!\s+on\b)\s*(?P<b>.*)$", re.I)
+_IS_SETTLED_RE = re.compile(
+    r"^(?P<b>.+?)\s+(?:is|are|'s|was|were|has\s+been|have\s+been)\s+(?:now\s+|all\s+)?(?:settled|decided"
+    r"|sorted(?:\s+out)?)\b", re.I)
+_ZH_SETTLED_RE = re.compile(r"^(?P<b>.*?)(?:已经|已|也|都)?(?:定好了?|定下来了?|确定了|敲定了?|决定了|定了)")
+_ANY_SETTLE_RE = re.compile(r"settle|decided|sorted|定", re.I)  # cheap filter before the patterns above
+_PRONOUN_RE = re.compile(r"^(?:it|this|that|these|those|them|this\s+one|that\s+one|the\s+(?:question|matter|issue)"
+                         r"|which|things?|everything)?$", re.I)
+_NEGATED_RE = re.compile(r"\b(?:not|never|no|nothing|cannot)\b|n't\b|还没|没有|未|不", re.I)
+# "Where X lives / goes / is stored" asks for a place for X: the verb is not part of the subject.
+_WHERE_VERB_RE = re.compile(r"\b(?:lives?|goes|go|belongs?|sits?|stays?|resides?|(?:is|are|be|get|gets)\s+"
+                            r"(?:stored|kept|saved|put|placed))\b", re.I)
+_CLAUSE_CUT_RE = re.compile(r"[,;:，；：—–]")
+_CLAUSE_SPLIT_RE = re.compile(r"\s*[,;:，；：—–]\s*")
 _TEST_ID_RE = re.compile(r"[\w./-]+\.py::[\w:\[\]-]+|(?<![\w])(?:test_\w+|Test[A-Z0-9]\w*|\w+_test)(?![\w])")
 _TODO_RE = re.compile(r"^\s*(?:TODO|FIXME)\b\s*[:：(（-]?\s*(?:\([^)]*\)\s*[:：]?\s*)?(.+)$")
 _DONE_RE = re.compile(
@@ -105,6 +144,62 @@ def done_statements(text: str) -> list[str]:
     return out
 
 
+def _topic(part: str) -> str:
+    """The words a settle phrase names, cut at the first clause mark ("it: the time goes ..." -> "it")."""
+    return _CLAUSE_CUT_RE.split(part, maxsplit=1)[0].strip(" .。!！")
+
+
+def settled_topics(text: str) -> list[str]:
+    """What sentences say is settled (not questions, not negated), at most 8: "The names A and B settle
+    the naming" -> "the naming"; "The benchmark settles it" -> "The benchmark" (a pronoun object points
+    back to the subject); "which settles deleted documents"; "the port is decided"; "模板已经定好了" -> 模板."""
+    out: list[str] = []
+    head = (text or "")[:8000]
+    if not _ANY_SETTLE_RE.search(head):
+        return out
+    for sent in _SPLIT_RE.split(head):
+        sent = sent.strip()
+        if (not sent or not _ANY_SETTLE_RE.search(sent) or is_question(sent) or _NEGATED_RE.search(sent)
+                or fact_kind(sent) is Kind.PENDING):
+            continue
+        topic = ""
+        if m := _SETTLES_RE.match(sent):
+            obj = _topic(m.group("b"))
+            subj = _CLAUSE_SPLIT_RE.split(m.group("a").strip())[-1].strip()
+            topic = subj if _PRONOUN_RE.match(obj) else obj
+            topic = "" if _PRONOUN_RE.match(topic) else topic
+        elif m := _IS_SETTLED_RE.match(sent):
+            topic = _CLAUSE_SPLIT_RE.split(m.group("b").strip())[-1].strip()
+        else:
+            for clause in _CLAUSE_SPLIT_RE.split(sent):
+                if (m := _ZH_SETTLED_RE.match(clause)) and m.group("b").strip():
+                    topic = m.group("b").strip()
+                    break
+        if topic and not _PRONOUN_RE.match(topic):
+            out.append(topic)
+            if len(out) >= 8:
+                break
+    return out
+
+
+def answer_clauses(text: str) -> list[str]:
+    """The user's declarative clauses that may answer an open choice ("Let's implement it: failed
+    deliveries go to a dead letter table" -> "failed deliveries go to a dead letter table"): not in a
+    question, not negated, asking nothing (no which / where / whether ...), at most 16."""
+    out: list[str] = []
+    for sent in _SPLIT_RE.split((text or "")[:8000]):
+        sent = sent.strip()
+        if (not sent or is_question(sent) or _NEGATED_RE.search(sent) or _OPEN_CHOICE_RE.search(sent)
+                or fact_kind(sent) is Kind.PENDING):
+            continue
+        for clause in _CLAUSE_SPLIT_RE.split(sent):
+            if clause.strip():
+                out.append(clause.strip())
+                if len(out) >= 16:
+                    return out
+    return out
+
+
 def test_names(text: str) -> list[str]:
     """Test ids and names an item mentions (``a.py::test_x`` and its last part, ``test_x``, ``TestX``)."""
     out: list[str] = []
@@ -133,15 +228,44 @@ def _matches(item: str, evidence: str) -> bool:
 
 
 def _choice_subject(item: str) -> str | None:
-    """The subject of an open choice (the item with its asking words cut), None when it is no choice."""
+    """The subject of an open choice (the item with its asking words and the alternatives it offers in
+    passing cut), None when it is no choice."""
     if not (_OPEN_CHOICE_RE.search(item) or is_question(item)):
         return None
-    return _ASK_RE.sub(" ", item)
+    subject = _OFFERED_RE.sub(" ", item)
+    if re.search(r"\bwhere\b", subject, re.I):
+        subject = _WHERE_VERB_RE.sub(" ", subject)
+    return _ASK_RE.sub(" ", subject)
 
 
 def _settles(subject: str, decision: str) -> bool:
     cov, total = coverage(subject, _src(decision))  # type: ignore[arg-type]
     return total >= 1 and cov >= SETTLE
+
+
+def _names_item(topic: str, item: str) -> bool:
+    """A settled topic names the item: the item covers the topic's significant tokens."""
+    cov, total = coverage(topic, _src(item))  # type: ignore[arg-type]
+    return total >= 1 and cov >= MATCH_BACK
+
+
+def _answers(subject: str, clause: str, item: str) -> bool:
+    """The clause opens with the choice's subject, all of it and nothing else, and goes on to say
+    something the item does not (the answer): "failed deliveries go to a dead letter table" answers
+    "where failed deliveries go"; "look at failed deliveries" does not."""
+    _cov, total = coverage(subject, "")
+    if total < MIN_WEIGHT:
+        return False
+    words = clause.split()[:24]
+    for k in range(1, len(words)):
+        head, tail = " ".join(words[:k]), " ".join(words[k:])
+        cov, _t = coverage(subject, _src(head))  # type: ignore[arg-type]
+        if cov < 1.0:
+            continue
+        inside, htotal = coverage(head, _src(item))  # type: ignore[arg-type]
+        new, ttotal = coverage(tail, _src(item))  # type: ignore[arg-type]
+        return htotal >= 1 and inside >= 1.0 and ttotal >= 1 and new < 1.0
+    return False
 
 
 def _word_in(name: str, text: str) -> bool:
@@ -170,13 +294,18 @@ def closing(items: Iterable[tuple[int, str]], ev: Evidence) -> list[tuple[int, s
     passed_text = ev.passed_text[:200_000]
     todos, decisions, done = (ev.completed_todos[:MAX_EVIDENCE], ev.decisions[:MAX_EVIDENCE],
                               ev.done[:MAX_EVIDENCE])
+    settled, answers = ev.settled[:MAX_EVIDENCE], ev.answers[:MAX_EVIDENCE]
     for iid, text in items:
         route = None
+        subject = _choice_subject(text) if (decisions or answers) else None
         if todos and any(_matches(text, t) for t in todos):
             route = "todo"
-        elif decisions and (subject := _choice_subject(text)) is not None and any(
-                _settles(subject, d) for d in decisions):
+        elif subject is not None and decisions and any(_settles(subject, d) for d in decisions):
             route = "decision"
+        elif settled and any(_names_item(t, text) for t in settled):
+            route = "settled"
+        elif subject is not None and answers and any(_answers(subject, a, text) for a in answers):
+            route = "answer"
         elif (names := test_names(text)) and (
                 any(n in ev.passed_tests for n in names) or any(_word_in(n, passed_text) for n in names if passed_text)):
             route = "test"

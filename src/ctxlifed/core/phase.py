@@ -8,8 +8,9 @@ Rules:
     ``ctxlifectl phase set <name>``; names in English, Chinese (规划/设计/实现/测试/评审) or an alias
     (plan, impl, dev, code, test, qa, cr, ...), see :func:`parse_phase`. An unknown name gives no signal.
   * ``handoff`` -- a phrase from the bounded table below, EN (case-insensitive, word-bounded) or ZH
-    ("let's implement", "write the tests", "review this", "开始实现", "写测试", "评审", ...), and a prompt
-    starting with ``/review``. A phrase preceded by a negation ("don't", "not", "不要", "别", ...) is
+    ("let's implement", "write the tests", "run the full test suite", "review this", "开始实现", "写测试",
+    "评审", ...), a fix asked for at a clause start ("Fix the flaky test", "then fix it", 修复, 再修:
+    implementation; "how do we fix it?" asks, it is no hand-off), and a prompt starting with ``/review``. A phrase preceded by a negation ("don't", "not", "不要", "别", ...) is
     ignored. Only the first :data:`HANDOFF_SCAN_HEAD` and last :data:`HANDOFF_SCAN_TAIL` characters
     of a prompt are scanned. Signals come in order of appearance, one per phase.
   * ``tool`` -- heuristics from a tool call (weights are the ``W_*`` constants):
@@ -202,11 +203,15 @@ _HANDOFF_EN: dict[PhaseName, tuple[str, ...]] = {
         r"start\s+(?:implementing|coding)",
         r"(?:begin|proceed\s+with)\s+(?:the\s+)?implementation",
         r"write\s+the\s+code",
+        # A fix asked for at a clause start ("Fix the flaky test", "then fix it"): the work is a change.
+        r"(?:^|(?<=\n)|(?<=[.!;:,]\s)|" + "|".join(rf"(?<=\b{w}\s)" for w in ("then", "and", "now", "please", "just", "so", "to"))
+        + r")fix\s+(?:it|this|that|them|these|those|the|a|an|my|our|both|all)\b",
     ),
     "testing": (
         r"write\s+(?:the\s+|some\s+|more\s+)?(?:unit\s+|integration\s+)?tests?",
         r"add\s+(?:the\s+|some\s+|more\s+)?(?:unit\s+|integration\s+)?tests",
-        r"run\s+(?:the\s+|all\s+(?:the\s+)?)?tests?",
+        r"run\s+(?:the\s+|all\s+(?:the\s+)?)?(?:(?:full|whole|entire|complete|unit|integration|e2e)\s+)?"
+        r"(?:tests?|test\s+suite|suite|specs?)",
         rf"{_LETS}\s+test",
         r"start\s+testing",
         r"test\s+(?:it|this|that)",
@@ -225,7 +230,8 @@ _HANDOFF_ZH: dict[PhaseName, tuple[str, ...]] = {
                  "梳理(?:一下)?需求"),
     "design": ("开始设计", "设计一下", "做(?:个|一个|一下)?(?:架构|方案)?设计", "架构设计", "设计方案",
                "接口设计"),
-    "implementation": ("开始(?:实现|编码|开发|写代码)", "动手(?:实现|写)", "着手实现", "实现一下", "写代码"),
+    "implementation": ("开始(?:实现|编码|开发|写代码)", "动手(?:实现|写)", "着手实现", "实现一下", "写代码",
+                       "修复", "修一下", "修掉", "修好", "(?:先|再|然后|就|来)修"),
     "testing": ("写(?:单元|集成)?测试", "(?:开始|进行)测试", "跑(?:一下|一遍)?测试", "运行测试", "测试一下",
                 "补(?:充)?(?:一些)?测试", "加(?:个|一些|上)?测试"),
     "review": ("评审", "审查", "审阅", "review一下"),

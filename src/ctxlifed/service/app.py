@@ -538,7 +538,8 @@ class Service:
             facts.append(Element(uid=f"{s(payload.get('tool_use_id')) or now}:todo:{i}", kind=Kind.PENDING, text=text,
                                  ts=now, tokens=estimate_tokens(text)))
 
-        closing = _closing_evidence(event, payload, facts, passed_tests, passed_text)
+        closing = _closing_evidence(event, payload, facts, passed_tests, passed_text,
+                                    [el.text for el in elements if el.kind in (Kind.PROMPT, Kind.ASSISTANT)])
 
         budget = self._budget(st)
         crossed = budget is not None and int(budget.level) > st.level
@@ -786,6 +787,7 @@ class Service:
         """Failures in a row (/rewind), read sweeps (subagent), failing test ids (focus line)."""
         if event == "UserPromptSubmit":
             st.sweep_reads, st.sweep_targets = 0, []
+            st.sweep_asked = ADV.asks_for_sweep(s(payload.get("prompt")))
             return
         if event not in ("PostToolUse", "PostToolUseFailure"):
             return
@@ -804,11 +806,14 @@ class Service:
         for el in elements:
             failed = el.is_error or el.kind is Kind.ERROR or (el.kind is Kind.TEST_RESULT and el.passed is False)
             if failed:
-                sig = (LS.signature(el.text, tool=el.tool, command=el.command, file_path=el.file_path)
-                       or f"{el.tool}|{el.command or el.file_path or ''}")
+                test_run = el.kind is Kind.TEST_RESULT or bool(el.command and is_test_command(el.command))
+                ids = compaction.failing_ids(el.text) if test_run else []
+                sig = ADV.failure_key(ids, LS.signature(el.text, tool=el.tool, command=el.command,
+                                                        file_path=el.file_path)
+                                      or f"{el.tool}|{el.command or el.file_path or ''}")
                 st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
-                if el.kind is Kind.TEST_RESULT or (el.command and is_test_command(el.command)):
-                    st.failing_ids = (compaction.failing_ids(el.text) or [el.command or ""])[:8]
+                if test_run:
+                    st.failing_ids = (ids or [el.command or ""])[:8]
             elif el.kind is Kind.TEST_RESULT and el.passed:
                 st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
                 st.advice_lines.pop("rewind", None)
@@ -823,11 +828,12 @@ class Service:
                 kind="rewind", key=f"rewind:{st.fail_sig}", urgency=ADV.URGENCY["rewind"],
                 reason=f"the same failure {st.fail_count} times in a row ({sig})",
                 command="/rewind to before the first attempt (free, keeps the cache), then try another way"), now)
-        if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets)):
+        if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets), asked=st.sweep_asked):
             self._advise(st, ADV.Advice(
                 kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=ADV.URGENCY["subagent"],
-                reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns, all kept"
-                       " in the window and re-read every turn",
+                reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns"
+                       + (" of the sweep this request asks for" if st.sweep_asked else "")
+                       + ", all kept in the window and re-read every turn",
                 command="ask for a subagent to do the rest of this sweep (only its summary enters the window)"), now)
         if event == "UserPromptSubmit":
             prompt = s(payload.get("prompt"))
@@ -885,7 +891,8 @@ class Service:
         if not rows:
             return
         els = [_element_from_row(r) for r in rows]
-        ranked = classify.rank(els, st.phase.phase, now, self.matrix)
+        ranked = classify.rank(els, st.phase.phase, now, self.matrix,
+                               superseded=classify.superseded_failures(reversed(els), _covers))
         plan = classify.plan_compression(ranked, level)
         updates = []
         for rk in ranked:
@@ -1239,11 +1246,14 @@ def _open_todos(event: str, payload: dict[str, Any]) -> list[str]:
 
 
 def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], passed_tests: list[str],
-                      passed_text: list[str]) -> PD.Evidence:
-    """What this event says about open pending items (core/pending.py routes)."""
+                      passed_text: list[str], said: list[str]) -> PD.Evidence:
+    """What this event says about open pending items (core/pending.py routes); ``said``: the texts of
+    its prompts and assistant messages."""
     todos: list[str] = []
     edits: list[tuple[str, str]] = []
     done: list[str] = []
+    answers: list[str] = []
+    settled = [t for text in said[:PD.MAX_EVIDENCE] for t in PD.settled_topics(text)]
     if event == "PostToolUse" and not s(payload.get("agent_id")):
         tool, ti = s(payload.get("tool_name")), d(payload.get("tool_input"))
         if tool == "TodoWrite" and isinstance(ti.get("todos"), list):
@@ -1255,9 +1265,10 @@ def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element],
             edits = [(s(e.get("old_string")), s(e.get("new_string"))) for e in ti["edits"] if isinstance(e, dict)]
     elif event == "UserPromptSubmit":
         done = PD.done_statements(s(payload.get("prompt")))
+        answers = PD.answer_clauses(s(payload.get("prompt")))
     return PD.Evidence(completed_todos=tuple(todos[:64]), decisions=tuple(f.text for f in facts if f.kind is Kind.DECISION),
                        passed_tests=tuple(passed_tests), passed_text="\n".join(passed_text),
-                       edits=tuple(edits[:64]), done=tuple(done))
+                       edits=tuple(edits[:64]), done=tuple(done), settled=tuple(settled), answers=tuple(answers))
 
 
 def _close_pending(conn: sqlite3.Connection, project: str, ev: PD.Evidence, now: float) -> int:

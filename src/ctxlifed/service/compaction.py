@@ -1,7 +1,8 @@
 """Compaction survival: accounting, the /compact simulator, the must-survive set and its diff.
 
 Rules:
-- PreCompact records the must-survive set (phase, the session's goal, decisions, constraints, failing
+- PreCompact records the must-survive set (phase, the session's goal (its substantive request, the
+  facts stated with it left to their own items), decisions, constraints, failing
   tests by id and first error line, open pending items that are not stale, active files) with stable
   ids, before Claude Code compacts; how many of each kind the category matrix decides for the phase
   (``core.matrix.survive_limits``).
@@ -177,15 +178,17 @@ GOAL_PROMPTS = 64  # a session's first prompts searched for its substantive requ
 
 
 def session_goal(conn: sqlite3.Connection, session: str, until: float | None = None) -> str | None:
-    """The session's task: its first substantive prompt (``classify.pick_goal``: not "go ahead"), else
-    its first prompt; ``until``: only prompts up to that time."""
+    """The session's task: its substantive request (``classify.pick_goal``: not "go ahead"; a prompt
+    that starts another task replaces it), else its first prompt, without the sentences that are facts
+    of their own (``classify.goal_text``); ``until``: only prompts up to that time."""
     q = "SELECT substr(text, 1, 4000) FROM archive WHERE session = ? AND kind = 'prompt'"
     args: tuple[Any, ...] = (session,)
     if until is not None:
         q += " AND ts <= ?"
         args = (session, until)
     prompts = [r[0] for r in conn.execute(q + f" ORDER BY id LIMIT {GOAL_PROMPTS}", args)]
-    return classify.pick_goal(prompts) or (prompts[0] if prompts else None)
+    goal = classify.pick_goal(prompts) or (prompts[0] if prompts else None)
+    return classify.goal_text(goal) if goal else None
 
 
 def _insert_report(session: str, project: str, ts: float, blob: bytes, conn: sqlite3.Connection) -> int:

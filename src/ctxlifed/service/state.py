@@ -56,6 +56,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     sweep_reads: int = 0  # exploration calls in a row, and their distinct targets (bounded)
     sweep_targets: list[str] = msgspec.field(default_factory=list)
     sweep_start: float = 0.0
+    sweep_asked: bool = False  # the latest prompt asked for a sweep (core/advice.py asks_for_sweep)
     last_archived: list[int] = msgspec.field(default_factory=list)  # what the last compaction archived
     files_touched: list[str] = msgspec.field(default_factory=list)  # this phase, most recent last
     tests: list[str] = msgspec.field(default_factory=list)  # this phase: "PASS cmd" / "FAIL cmd"
