@@ -391,9 +391,17 @@ def score(spec: dict[str, Any], rp: Replay) -> Score:
     return sc
 
 
+_FAILURE_WORDS = re.compile(r"fail|error|red\b|broken|失败|报错", re.I)
+
+
 def _names(fact: dict[str, Any], text: str) -> bool:
-    """Does an injected text present this item? Each line is checked on its own (one line, one item)."""
-    return any(matches(fact["keys"], line) for line in text.splitlines())
+    """Does an injected text present this item as current? Each line is checked on its own (one line,
+    one item). A failing test is presented as current only by a line that says it fails: a line naming
+    the test function as code that was written or read does not."""
+    lines = (ln for ln in text.splitlines() if matches(fact["keys"], ln))
+    if fact.get("kind") == "failing_test":
+        return any(_FAILURE_WORDS.search(ln) for ln in lines)
+    return any(True for _ in lines)
 
 
 # --------------------------------------------------------------------------- table
