@@ -110,7 +110,8 @@ def render_status(r: dict[str, Any], now: float) -> str:
                          + (" (" + ", ".join(f"{k}={v}" for k, v in s["autocompact_env"].items()) + ")"
                             if s.get("autocompact_env") else ""))
         if s.get("cost"):
-            lines += render_cost(s["cost"])
+            if s["cost"].get("turns"):  # before any response there is nothing to price yet
+                lines += render_cost(s["cost"])
         comp = s.get("compression") or {}
         if comp.get("replaced"):
             kinds = ", ".join(f"{k} {F.tokens(v['saved_tokens'])} ({v['replaced']})"
@@ -178,6 +179,9 @@ def render_residency(r: dict[str, Any]) -> list[str]:
     if not res:
         return []
     warns = [f for f in res.get("findings") or [] if f.get("level") == "warn"]
+    resident = sum(int(res.get(k) or 0) for k in ("listing_tokens", "instruction_tokens", "mcp_tokens"))
+    if not warns and not resident:
+        return []  # no skills, instructions or MCP servers resident: nothing to say
     lines = [f"  residency  {res['lines'][0]}" if res.get("lines") else "  residency"]
     lines += [f"    {f['subject']}: {f['message']}" + (f" — fix: {f['fix']}" if f.get("fix") else "") for f in warns[:6]]
     if len(warns) > 6:
