@@ -33,7 +33,12 @@ Rules:
   when another process holds the write lock (a ``sqlite3`` shell, a backup) the job goes to the
   writer thread, which waits for it as usual.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
-  (shutdown) can never stall the writer or ``close``.
+  (shutdown) can never stall the writer or ``close``: the writer sets a ``threading.Event``, and the
+  caller waits for it in an anyio worker thread (``anyio.to_thread.run_sync``, abandoned on
+  cancellation). Public anyio API only: no event-loop token, no backend internals (a private token
+  changed shape between anyio releases, and a wake-up that failed silently left a job's caller
+  waiting for ever). Jobs still queued when the writer stops are answered with
+  :class:`StoreClosedError`, so no waiter is left behind.
 - Storage faults are typed and retryable; a job that hits one stored nothing: ``SQLITE_FULL`` /
   ENOSPC is :class:`StorageFullError`; an unwritable store (EPERM, EACCES, EROFS, EIO,
   ``SQLITE_IOERR``, ``SQLITE_READONLY``, ``SQLITE_CANTOPEN``) is :class:`StorageUnavailableError`, a
@@ -74,6 +79,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from . import backlog
@@ -93,6 +99,10 @@ class StorageFullError(Exception):
 class StorageUnavailableError(StorageFullError):
     """The store cannot be written now (EPERM, EROFS, EIO, read-only, cannot open); nothing was
     stored: retry later."""
+
+
+class StoreClosedError(Exception):
+    """The writer stopped before it ran this job; nothing was stored."""
 
 
 class StoreUnusableError(Exception):
@@ -273,12 +283,19 @@ def _once(done: Callable[[tuple[bool, Any]], None]) -> Callable[[tuple[bool, Any
     return wrapper
 
 
-def _wake(token: Any, fn: Callable[[], Any]) -> None:
-    """Run ``fn`` on the event loop without waiting for it (never blocks the writer thread)."""
+_WAITERS: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("ctxlifed_writer_waiters")
+MAX_WAITER_THREADS = 64  # worker threads waiting for queued jobs at once; more callers queue for one
+
+
+def _waiter_limiter() -> anyio.CapacityLimiter:
+    """This event loop's limiter for the threads that wait for queued jobs: their own, so a burst of
+    acknowledgements never takes the threads other ``to_thread`` work needs."""
     try:
-        token.backend_class.run_sync_soon(fn, (), token.native_token)
-    except Exception:  # noqa: BLE001 - the loop is gone (shutdown): nobody is waiting any more
-        pass
+        return _WAITERS.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(MAX_WAITER_THREADS)
+        _WAITERS.set(limiter)
+        return limiter
 
 
 WAL_SOON = 64 << 20  # bytes of WAL past which a commit asks the checkpoint thread for a PASSIVE checkpoint
@@ -369,6 +386,8 @@ class Writer:
         self._cp_wanted = threading.Event()
         self._cp_thread: threading.Thread | None = None
         self._closing = False
+        self._stopped = False  # set by ``close`` once the writer thread is gone: ``submit`` answers at once
+        self._submit_lock = threading.Lock()
         self._thread.start()
 
     def _apply_max_bytes(self, max_bytes: int) -> None:
@@ -771,7 +790,11 @@ class Writer:
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None], *,
                low: bool = False) -> None:
-        self._q.put((_Low(fn) if low else fn, done))
+        with self._submit_lock:
+            if self._stopped:
+                done((False, StoreClosedError("the store is closed")))
+                return
+            self._q.put((_Low(fn) if low else fn, done))
         if not low:
             self.preempt()
 
@@ -795,16 +818,15 @@ class Writer:
                     return value  # type: ignore[no-any-return]
                 raise value
             self.inline_busy += 1  # another process holds the write lock: the writer thread waits for it
-        event = anyio.Event()
+        answered = threading.Event()
         box: list[tuple[bool, Any]] = []
-        token = anyio.lowlevel.current_token()
 
         def done(res: tuple[bool, Any]) -> None:
             box.append(res)
-            _wake(token, event.set)
+            answered.set()
 
         self.submit(fn, done, low=low)
-        await event.wait()
+        await anyio.to_thread.run_sync(answered.wait, abandon_on_cancel=True, limiter=_waiter_limiter())
         ok, value = box[0]
         if ok:
             return value
@@ -853,6 +875,16 @@ class Writer:
                 self._cp_conn = None
         self._q.put(None)
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():  # jobs submitted after the stop: answer them, nobody waits for ever
+            with self._submit_lock:
+                self._stopped = True
+                while True:
+                    try:
+                        item = self._q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not _NUDGE and isinstance(item, tuple):
+                        item[1]((False, StoreClosedError("the store is closed")))
         self.idle_conn.close()  # not the last connection: SQLite does not checkpoint
         try:
             self._checkpoint("TRUNCATE")
