@@ -22,7 +22,7 @@ Rules:
   raw (non-blocking): accept, recv and send are tried first and a task waits for readiness
   (``anyio.wait_readable``/``wait_writable``, under a cancel scope for deadlines and kicks) only
   when the call would block. An anyio stream would add a checkpoint (one event-loop turn) before
-  every receive and send, and a cancel scope per call, about 0.1 ms of CPU per hook. A socket is
+  every receive and send, and a cancel scope per call (measured: ``bench/RESULTS.md``). A socket is
   closed only by the task that waits on it, after its wait has ended. A connection that always has
   a next frame ready (pipelining) yields to the others every ``FAIR_FRAMES`` frames.
 """

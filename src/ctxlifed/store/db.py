@@ -299,8 +299,8 @@ def _waiter_limiter() -> anyio.CapacityLimiter:
 
 
 WAL_SOON = 64 << 20  # bytes of WAL past which a commit asks the checkpoint thread for a PASSIVE checkpoint
-# (each checkpoint has a fixed cost, and copies a page once however often the WAL rewrote it: at
-# 8 MiB a burst spent ~0.1 ms of CPU per event on checkpoints, at 64 MiB a fraction of that)
+# (each checkpoint has a fixed cost, and copies a page once however often the WAL rewrote it: the
+# larger the mark, the less CPU a burst spends on checkpoints; figures in bench/RESULTS.md)
 WAL_CAP = 256 << 20  # bytes of WAL past which the writer thread truncates it (TRUNCATE checkpoint)
 TRUNCATE_WAIT_MS = 1_000  # how long that checkpoint waits for the reads in progress (new ones wait for it)
 TRUNCATE_RETRY_S = 1.0  # after it gave up (a reader outside the daemon): first retry, doubling up to
@@ -373,7 +373,7 @@ class Writer:
             self.conn.execute(stmt)
         self._apply_max_bytes(max_bytes)
         # Checkpoints are taken off the commit path: SQLite's automatic one would run inside a
-        # random commit (a p99 spike of several ms); ``background_checkpoint`` runs PASSIVE from its
+        # random commit (a spike in the tail); ``background_checkpoint`` runs PASSIVE from its
         # own connection, concurrently with writes (periodically, and past WAL_SOON from the
         # checkpoint thread), and the writer only steps in past WAL_CAP.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
