@@ -335,7 +335,11 @@ class Server:
 
     # -- one frame -----------------------------------------------------------------------------
     async def handle_frame(self, frame: bytes) -> bytes | None:
-        msg = P.parse_message(frame, max_batch=self.limits.max_batch)
+        try:
+            msg = P.parse_message(frame, max_batch=self.limits.max_batch)
+        except Exception:  # noqa: BLE001 - the daemon never dies on input, even where the parser has a gap
+            log.exception("parse_failed", size=len(frame))
+            return P.encode_rpc_error(None, E.ParseError("Parse error"))
         responses: list[bytes | None] = []
         for item in msg.items:
             if isinstance(item, P.ErrorReply):
