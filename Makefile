@@ -38,7 +38,7 @@ test-min: $(MIN_STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-## reliability: the whole reliability matrix with long trials and soaks (fast tier also runs in `make test`); figures in bench/results/reliability.jsonl
+## reliability: the whole reliability matrix with long trials and soaks (fast tier also runs in `make test`); figures in .cache/reliability.jsonl (CTXLIFED_RELIABILITY_RESULTS to change)
 reliability: $(STAMP)
 	CTXLIFED_RELIABILITY=long $(PY) -m pytest -q tests/reliability
 
