@@ -36,7 +36,6 @@ from ..runtime.ctl import ctl_command
 from . import install as I
 
 PLUGIN_DIRNAME = "plugin"
-SHIM_NAME = "ctxlifed_hook.py"  # at hooks/ in the rendered plugin, as hooks.json names it
 # A bare `ctxlifectl` at a word start in a text the model or a `!` line runs; never one already absolute.
 _BARE_CTL = re.compile(r"(?<![\w/.-])ctxlifectl(?=[\s`:*)])")
 
@@ -47,7 +46,7 @@ def template_dir() -> str:
 
 def shim_source() -> str:
     """The one shim source, which the rendered plugin carries a copy of."""
-    return os.path.abspath(str(resources.files("ctxlifed") / "_shim" / SHIM_NAME))
+    return os.path.abspath(str(resources.files("ctxlifed") / "_shim" / I.SHIM_NAME))
 
 
 def default_dir() -> str:
@@ -79,7 +78,7 @@ def render_plugin(dest: str, *, python: str, ctl: str) -> None:
     try:
         out = os.path.join(tmp, "p")
         shutil.copytree(src, out, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        shutil.copyfile(shim_source(), os.path.join(out, "hooks", SHIM_NAME))
+        shutil.copyfile(shim_source(), os.path.join(out, "hooks", I.SHIM_NAME))  # where hooks.json names it
         hooks = os.path.join(out, "hooks", "hooks.json")
         with open(hooks, encoding="utf-8") as f:
             data = json.load(f)
