@@ -248,10 +248,11 @@ RpcError = _rpc.RemoteError  # an error reply; a transport fault is _rpc.DaemonU
 
 def call(sock_path: str, method: str, params: Any, rid: str | None = None, timeout: float = 30.0) -> Any:
     """One connection, one request, one result: the CLI's client (``ctxlifed/rpc_client.py``), with the
-    frame encoded by msgspec so the client's own cost stays small in every figure."""
+    frame encoded by msgspec so the client's own cost stays small in every figure. ``params`` may be
+    JSON already encoded (bytes)."""
     rid = rid or os.urandom(8).hex()
     with _rpc.Connection(sock_path, timeout) as conn:
-        line = conn.exchange(_rpc.frame(method, _enc.encode(params), rid))
+        line = conn.exchange(_rpc.frame(method, params if isinstance(params, bytes) else _enc.encode(params), rid))
     return _rpc.result_of(_dec.decode(line), rid, sock_path)
 
 
