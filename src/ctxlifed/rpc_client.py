@@ -17,8 +17,8 @@ Rules:
 - The hook shim (``_shim/ctxlifed_hook.py``) does NOT use this module: it runs as ``python3 -I -S``
   from a file copied into Claude Code's plugin cache, where the package cannot be imported, and its
   start-up cost is part of every hook's latency (it imports ``_socket``, not ``socket``). Its rules
-  (trust, deadline, fail open) are the same; ``tests/test_shim.py`` and ``tests/test_shimstate.py``
-  hold both to them.
+  (trust, deadline) are the same; ``tests/reliability/test_clients.py`` holds the shim, ``ctxlifectl``
+  and the status line to them.
 """
 
 from __future__ import annotations
