@@ -160,9 +160,15 @@ def test_busy_never_surfaces_to_a_second_connection_writer(store) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_queued_job_answers_its_caller(store) -> None:
-    """A job that goes through the queue (not inline) wakes its caller on the event loop. It hung
-    for ever under anyio 4.4 when the wake-up used a private event-loop token (``make test-min``)."""
+@pytest.mark.parametrize("wake", ["asyncio", "worker-thread"])
+async def test_a_queued_job_answers_its_caller(store, wake: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that goes through the queue (not inline) wakes its caller on the event loop, by either
+    route (``worker-thread``: the one for backends other than asyncio). It hung for ever under anyio
+    4.7 when the wake-up used a private event-loop token (``make test-min``)."""
+    from ctxlifed.store import db
+
+    if wake == "worker-thread":
+        monkeypatch.setattr(db, "_loop_call_soon", lambda: None)
     w, _ = store
     with anyio.fail_after(10):
         assert await w.run(lambda c: c.execute("SELECT 41 + 1").fetchone()[0]) == 42

@@ -33,11 +33,13 @@ Rules:
   when another process holds the write lock (a ``sqlite3`` shell, a backup) the job goes to the
   writer thread, which waits for it as usual.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
-  (shutdown) can never stall the writer or ``close``: the writer sets a ``threading.Event``, and the
-  caller waits for it in an anyio worker thread (``anyio.to_thread.run_sync``, abandoned on
-  cancellation). Public anyio API only: no event-loop token, no backend internals (a private token
-  changed shape between anyio releases, and a wake-up that failed silently left a job's caller
-  waiting for ever). Jobs still queued when the writer stops are answered with
+  (shutdown) can never stall the writer or ``close``. On asyncio (the daemon's backend) the writer
+  schedules ``Event.set`` on the loop with ``loop.call_soon_threadsafe`` (public asyncio API; only a
+  closed loop is ignored: nobody waits then); on any other backend the caller waits for a
+  ``threading.Event`` in an anyio worker thread (``anyio.to_thread.run_sync``, abandoned on
+  cancellation), which costs a thread wake-up per queued job. No anyio internals: an event-loop
+  token's private fields changed shape between anyio releases, and a wake-up that failed silently
+  left a job's caller waiting for ever. Jobs still queued when the writer stops are answered with
   :class:`StoreClosedError`, so no waiter is left behind.
 - Storage faults are typed and retryable; a job that hits one stored nothing: ``SQLITE_FULL`` /
   ENOSPC is :class:`StorageFullError`; an unwritable store (EPERM, EACCES, EROFS, EIO,
@@ -63,6 +65,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import ctypes
@@ -281,6 +284,15 @@ def _once(done: Callable[[tuple[bool, Any]], None]) -> Callable[[tuple[bool, Any
             done(res)
 
     return wrapper
+
+
+def _loop_call_soon() -> Callable[[Callable[[], object]], Any] | None:
+    """The running asyncio loop's ``call_soon_threadsafe`` (public asyncio API: schedules a callback
+    from any thread without waiting), or None on another anyio backend."""
+    try:
+        return asyncio.get_running_loop().call_soon_threadsafe
+    except RuntimeError:
+        return None
 
 
 _WAITERS: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("ctxlifed_writer_waiters")
@@ -818,15 +830,29 @@ class Writer:
                     return value  # type: ignore[no-any-return]
                 raise value
             self.inline_busy += 1  # another process holds the write lock: the writer thread waits for it
-        answered = threading.Event()
         box: list[tuple[bool, Any]] = []
+        call_soon = _loop_call_soon()
+        if call_soon is not None:  # asyncio (the daemon's loop): the writer schedules the wake-up
+            event = anyio.Event()
 
-        def done(res: tuple[bool, Any]) -> None:
-            box.append(res)
-            answered.set()
+            def done(res: tuple[bool, Any]) -> None:
+                box.append(res)
+                try:
+                    call_soon(event.set)
+                except RuntimeError:  # the loop is closed (shutdown): nobody is waiting any more
+                    pass
 
-        self.submit(fn, done, low=low)
-        await anyio.to_thread.run_sync(answered.wait, abandon_on_cancel=True, limiter=_waiter_limiter())
+            self.submit(fn, done, low=low)
+            await event.wait()
+        else:  # any other backend: wait in a worker thread
+            answered = threading.Event()
+
+            def done(res: tuple[bool, Any]) -> None:
+                box.append(res)
+                answered.set()
+
+            self.submit(fn, done, low=low)
+            await anyio.to_thread.run_sync(answered.wait, abandon_on_cancel=True, limiter=_waiter_limiter())
         ok, value = box[0]
         if ok:
             return value
