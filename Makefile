@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test eval bench reliability e2e lint clean venv
+.PHONY: run test test-min eval bench reliability e2e lint clean venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,13 +26,25 @@ test: $(STAMP)
 eval: $(STAMP)
 	$(PY) eval/run.py
 
+## test-min: the whole suite at the lowest versions pyproject.toml allows (tests/min-versions.txt), in .venv-min
+MIN_VENV  := .venv-min
+MIN_STAMP := $(MIN_VENV)/.installed
+$(MIN_STAMP): pyproject.toml tests/min-versions.txt
+	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c tests/min-versions.txt -e '.[test]'
+	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/min-versions.txt
+	@touch $(MIN_STAMP)
+
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -q
+
 ## bench: the benchmark suite (results in bench/results/*.json and a table)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-## reliability: the whole reliability matrix with long trials and soaks (fast tier also runs in `make test`); figures in bench/results/reliability.jsonl
+## reliability: the whole reliability matrix with long trials and soaks (fast tier also runs in `make test`); figures in .cache/reliability.jsonl (CTXLIFED_RELIABILITY_RESULTS to change)
 reliability: $(STAMP)
 	CTXLIFED_RELIABILITY=long $(PY) -m pytest -q tests/reliability
 
 clean:
-	rm -rf $(VENV) .cache build dist src/*.egg-info
+	rm -rf $(VENV) $(MIN_VENV) .cache build dist src/*.egg-info

@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmark suite: statistics, a real daemon process, a raw socket client,
+"""Shared helpers for the benchmark suite: statistics, a real daemon process, the JSON-RPC client,
 hook payloads, machine facts, result files.
 
 Rules:
@@ -16,7 +16,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -40,18 +39,20 @@ FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", "") or next(
      if p.is_dir()), ROOT / "tests" / "fixtures" / "claude-code"))
 
 
-def _load_testing() -> Any:
-    """ctxlifed.testing of THIS checkout (stdlib only), whatever tree ``--src`` measures."""
+def _load(name: str) -> Any:
+    """``ctxlifed/<name>.py`` of THIS checkout (stdlib only), whatever tree ``--src`` measures."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("ctxlifed_bench_testing", ROOT / "src" / "ctxlifed" / "testing.py")
+    spec = importlib.util.spec_from_file_location(f"ctxlifed_bench_{name}", ROOT / "src" / "ctxlifed" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses and typing look a module up by name
     spec.loader.exec_module(mod)
     return mod
 
 
-_testing = _load_testing()
+_testing = _load("testing")
+_rpc = _load("rpc_client")
 daemon_env = _testing.daemon_env
 start_daemon = _testing.start_daemon
 
@@ -242,69 +243,19 @@ class Daemon:
 
 
 # -- a raw client (what the shim does, minus the process start) ----------------------------------
-class RpcError(Exception):
-    pass
-
-
-def frame(method: str, params: Any, rid: str) -> bytes:
-    return b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","method":"' + method.encode() + b'","params":' \
-        + (params if isinstance(params, bytes) else _enc.encode(params)) + b"}\n"
-
-
-def exchange(sock_path: str, data: bytes, timeout: float = 30.0) -> bytes:
-    """One connection, one frame out, one line back (the shim's shape)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(data)
-        buf = b""
-        while b"\n" not in buf:
-            chunk = s.recv(1 << 16)
-            if not chunk:
-                raise RpcError("closed without an answer")
-            buf += chunk
-        return buf.split(b"\n", 1)[0]
-    finally:
-        s.close()
+RpcError = _rpc.RemoteError  # an error reply; a transport fault is _rpc.DaemonUnavailable
 
 
 def call(sock_path: str, method: str, params: Any, rid: str | None = None, timeout: float = 30.0) -> Any:
+    """One connection, one request, one result: the CLI's client (``ctxlifed/rpc_client.py``), with the
+    frame encoded by msgspec so the client's own cost stays small in every figure. ``params`` may be
+    JSON already encoded (bytes)."""
     rid = rid or os.urandom(8).hex()
-    msg = _dec.decode(exchange(sock_path, frame(method, params, rid), timeout))
-    if "error" in msg:
-        raise RpcError(str(msg["error"]))
-    return msg["result"]
+    with _rpc.Connection(sock_path, timeout) as conn:
+        line = conn.exchange(_rpc.frame(method, params if isinstance(params, bytes) else _enc.encode(params), rid))
+    return _rpc.result_of(_dec.decode(line), rid, sock_path)
 
 
-class Conn:
-    """A persistent connection (several requests on one socket)."""
-
-    def __init__(self, sock_path: str, timeout: float = 30.0) -> None:
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(sock_path)
-        self.buf = b""
-
-    def call(self, method: str, params: Any) -> Any:
-        rid = os.urandom(8).hex()
-        self.s.sendall(frame(method, params, rid))
-        while b"\n" not in self.buf:
-            chunk = self.s.recv(1 << 16)
-            if not chunk:
-                raise RpcError("closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        msg = _dec.decode(line)
-        if "error" in msg:
-            raise RpcError(str(msg["error"]))
-        return msg["result"]
-
-    def close(self) -> None:
-        self.s.close()
-
-
-# -- payloads -----------------------------------------------------------------------------------
 def event_samples() -> dict[str, Any]:
     return json.loads((FIXTURES / "event_samples.json").read_text())
 

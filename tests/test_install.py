@@ -264,14 +264,20 @@ def test_plugin_manifest_and_hooks_match_the_install_table() -> None:
     assert mk["plugins"][0]["name"] == "ctxlifed" and mk["plugins"][0]["source"] == "./"
 
 
-def test_plugin_carries_the_current_shim() -> None:
-    """Claude Code copies a plugin without following symlinks, so the plugin holds a real copy.
+def test_plugin_carries_the_current_shim(tmp_path: Path) -> None:
+    """One shim source: the template holds no copy; the rendered plugin holds a real file (Claude Code
+    copies a plugin without following symlinks) identical to ``_shim/``."""
+    from ctxlifed.cli import plugin as PL
 
-    If this fails after a shim change: cp src/ctxlifed/_shim/ctxlifed_hook.py src/ctxlifed/_plugin/hooks/
-    """
-    copy = PLUGIN / "hooks" / "ctxlifed_hook.py"
+    assert not (PLUGIN / "hooks" / "ctxlifed_hook.py").exists()
+    dest = tmp_path / "rendered"
+    PL.render_plugin(str(dest), python=sys.executable, ctl="/abs/ctxlifectl")
+    copy = dest / "hooks" / "ctxlifed_hook.py"
     assert not copy.is_symlink()
     assert copy.read_bytes() == (ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py").read_bytes()
+    hooks = json.loads((dest / "hooks" / "hooks.json").read_text())["hooks"]
+    assert {h["args"][-1] for groups in hooks.values() for g in groups for h in g["hooks"]} == {
+        "${CLAUDE_PLUGIN_ROOT}/hooks/ctxlifed_hook.py"}
 
 
 def test_clients_claude_code_is_the_packaged_plugin() -> None:
@@ -333,7 +339,7 @@ def test_wheel_carries_shim_and_plugin(tmp_path: Path) -> None:
         names = set(z.namelist())
         for n in ("ctxlifed/_shim/ctxlifed_hook.py", "ctxlifed/_plugin/.claude-plugin/plugin.json",
                   "ctxlifed/_plugin/.claude-plugin/marketplace.json", "ctxlifed/_plugin/hooks/hooks.json",
-                  "ctxlifed/_plugin/hooks/ctxlifed_hook.py", "ctxlifed/_plugin/commands/recall.md",
+                  "ctxlifed/_plugin/commands/recall.md",
                   "ctxlifed/_plugin/skills/context-recall/SKILL.md"):
             assert n in names, n
         site = tmp_path / "site"

@@ -100,3 +100,23 @@ async def test_a_pipelining_client_does_not_starve_another(short_tmp: Path) -> N
     lsock.close()
     took = result[0] if result else None
     assert took is not None and took < 1.0, took
+
+
+async def test_a_frame_the_parser_cannot_handle_gets_a_parse_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception the parser did not type (msgspec < 0.23 raised UnicodeDecodeError on invalid UTF-8)
+    is answered as a parse error instead of ending the connection task, and with it the daemon."""
+    import json
+
+    from ctxlifed import protocol as P
+
+    def broken(frame: bytes, *, max_batch: int) -> Any:
+        raise UnicodeDecodeError("utf-8", frame, 0, 1, "invalid start byte")
+
+    async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
+        raise AssertionError("never dispatched")
+
+    monkeypatch.setattr(P, "parse_message", broken)
+    reply = await Server(dispatch, Limits()).handle_frame(b'{"jsonrpc":"2.0","method":"\xff","id":1}')
+    assert reply is not None
+    obj = json.loads(reply)
+    assert obj["id"] is None and obj["error"]["code"] == -32700 and obj["error"]["data"]["name"] == "parse_error"

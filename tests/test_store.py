@@ -7,13 +7,14 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxlifed.core.recall_query import parse_recall
 from ctxlifed.store import ops, queries
-from ctxlifed.store.db import Readers, StorageFullError, Writer
+from ctxlifed.store.db import Readers, StorageFullError, StoreClosedError, Writer
 
 
 @pytest.fixture
@@ -156,3 +157,33 @@ def test_busy_never_surfaces_to_a_second_connection_writer(store) -> None:
     threading.Timer(0.2, lambda: other.execute("COMMIT")).start()
     assert put(w, "after lock") > 0
     other.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("wake", ["asyncio", "worker-thread"])
+async def test_a_queued_job_answers_its_caller(store, wake: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that goes through the queue (not inline) wakes its caller on the event loop, by either
+    route (``worker-thread``: the one for backends other than asyncio). It hung for ever under anyio
+    4.7 when the wake-up used a private event-loop token (``make test-min``)."""
+    from ctxlifed.store import db
+
+    if wake == "worker-thread":
+        monkeypatch.setattr(db, "_loop_call_soon", lambda: None)
+    w, _ = store
+    with anyio.fail_after(10):
+        assert await w.run(lambda c: c.execute("SELECT 41 + 1").fetchone()[0]) == 42
+        rows = [ops.ArchiveRow(session="s1", project="/p", ts=1.0, kind="tool", text=f"queued {i}")
+                for i in range(20)]
+        async with anyio.create_task_group() as tg:  # concurrent callers: one group commit, all answered
+            for row in rows:
+                tg.start_soon(w.run, partial(ops.insert_archive, row=row))
+    assert w.run_sync(lambda c: c.execute("SELECT count(*) FROM archive").fetchone()[0]) == 20
+
+
+@pytest.mark.anyio
+async def test_a_job_submitted_after_close_is_answered(short_tmp: Path) -> None:
+    """A job that reaches a stopped writer gets StoreClosedError instead of waiting for ever."""
+    w = Writer(str(short_tmp / "t.db"))
+    w.close()
+    with anyio.fail_after(10), pytest.raises(StoreClosedError):
+        await w.run(lambda c: 1)

@@ -6,7 +6,8 @@ Rules:
   ``CTXLIFED_RELIABILITY=long`` (``make reliability`` sets it and runs this whole folder).
 - Every test reports what it measured through the ``figures`` fixture: one JSON line per figure
   (``test_id, metric, value, unit, n, tier, run, commit, platform, ts``) appended to
-  ``bench/results/reliability.jsonl`` (override: ``CTXLIFED_RELIABILITY_RESULTS``). A figure is
+  ``.cache/reliability.jsonl`` in the checkout (git ignores it: a test run never writes into the
+  source tree; override: ``CTXLIFED_RELIABILITY_RESULTS``). A figure is
   recorded before the test's assertions, so a failing run still reports its numbers.
 - At the end of the session a summary table of this run's figures is printed.
 - Seeds are printed with the figures (``seed``), so a failing random schedule can be replayed with
@@ -30,7 +31,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("CTXLIFED_RELIABILITY", "").strip().lower() == "long"
 TIER = "long" if LONG else "fast"
-RESULTS = Path(os.environ.get("CTXLIFED_RELIABILITY_RESULTS", ROOT / "bench" / "results" / "reliability.jsonl"))
+RESULTS = Path(os.environ.get("CTXLIFED_RELIABILITY_RESULTS", "") or ROOT / ".cache" / "reliability.jsonl")
 RUN_ID = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
 _HERE = Path(__file__).resolve().parent
 _RECORDED: list[dict[str, Any]] = []

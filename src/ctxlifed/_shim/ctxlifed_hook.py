@@ -54,7 +54,7 @@ Rules:
 """
 
 import os
-import _socket as socket  # the C socket type: all a Unix-socket client needs, ~10x cheaper to import
+import _socket as socket  # the C socket type: all a Unix-socket client needs, far cheaper to import (bench/RESULTS.md)
 import sys
 import time
 
@@ -155,7 +155,7 @@ def _redacted(payload):
         return payload
     try:
         import json
-        from importlib.machinery import SourceFileLoader  # ~10x cheaper to import than importlib.util
+        from importlib.machinery import SourceFileLoader  # far cheaper to import than importlib.util
 
         here = os.path.dirname(os.path.realpath(__file__))  # through a link (clients/) to the package
         for rel in (("..", "core", "redact.py"), ("..", "..", "core", "redact.py")):

@@ -12,6 +12,9 @@ Rules:
   ``ctxlifectl`` in commands and skills = :func:`ctxlifed.runtime.ctl.ctl_command`.
 - The rendered folder is ctxlifed's own (default ``<data dir>/plugin``): it is replaced as a whole,
   atomically enough for a reader (written beside it, then renamed), never merged into.
+- One source for the shim: the template holds no copy of it. Rendering copies
+  ``ctxlifed/_shim/ctxlifed_hook.py`` into ``hooks/`` as a real file (a marketplace install copies
+  the plugin without following symlinks), so the plugin always runs the shim of this installation.
 - Stdlib only; never imports the server side.
 """
 
@@ -39,6 +42,11 @@ _BARE_CTL = re.compile(r"(?<![\w/.-])ctxlifectl(?=[\s`:*)])")
 
 def template_dir() -> str:
     return os.path.abspath(str(resources.files("ctxlifed") / "_plugin"))
+
+
+def shim_source() -> str:
+    """The one shim source, which the rendered plugin carries a copy of."""
+    return os.path.abspath(str(resources.files("ctxlifed") / "_shim" / I.SHIM_NAME))
 
 
 def default_dir() -> str:
@@ -70,6 +78,7 @@ def render_plugin(dest: str, *, python: str, ctl: str) -> None:
     try:
         out = os.path.join(tmp, "p")
         shutil.copytree(src, out, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copyfile(shim_source(), os.path.join(out, "hooks", I.SHIM_NAME))  # where hooks.json names it
         hooks = os.path.join(out, "hooks", "hooks.json")
         with open(hooks, encoding="utf-8") as f:
             data = json.load(f)

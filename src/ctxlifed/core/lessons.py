@@ -1196,6 +1196,12 @@ def _date(ts: float) -> str:
         return "unknown"
 
 
+def _neg_day(ts: float) -> tuple[int, ...]:
+    """A sort key: later days first, unknown dates last (``_date``'s shown precision)."""
+    day = _date(ts)
+    return (1,) if day == "unknown" else (0, *(-int(p) for p in day.split("-")))
+
+
 def _parse_date(text: str) -> float:
     try:
         y, m, d = (int(x) for x in text.split("-"))
@@ -1233,7 +1239,9 @@ def render_lessons_md(lessons: Iterable[Lesson]) -> str:
             continue
         les = msgspec.structs.replace(les, signature=sig)
         by_sig[sig] = merge(by_sig[sig], les) if sig in by_sig else les
-    ranked = rank(by_sig.values())
+    # Ordered by what the page shows (the day, not the second, of the last sighting), so the page
+    # read back renders the same: most frequent first, then the latest day, then by signature.
+    ranked = sorted(by_sig.values(), key=lambda x: (-x.count, _neg_day(x.last_seen), x.signature))
     out = [_MD_HEADER]
     if not ranked:
         out.append("\nNo lessons recorded yet.\n")

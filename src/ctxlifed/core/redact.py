@@ -173,8 +173,8 @@ _VENDOR_PROBES: list[tuple[str, re.Pattern[str], tuple[str, ...], bool]] = [
 ]
 
 # ---- rarer vendor tokens, looked for only inside long token runs --------------------------------
-# A pattern per vendor searched over the whole text costs a pass each (~1 µs per KB); these ~70
-# would double the cost of a text. Every one of them holds a run of >= 16 letters/digits, so they
+# A pattern per vendor searched over the whole text costs a pass each; these ~70 would double
+# the cost of a text (bench/RESULTS.md). Every one of them holds a run of >= 16 letters/digits, so they
 # are searched only inside the token runs around such a stretch (``_long_runs``), which are found
 # with one ``bytes.find`` scan. Same boundaries as above: nothing token-like before or after.
 _RARE_VENDOR: list[tuple[str, str]] = [

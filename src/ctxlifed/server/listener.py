@@ -22,9 +22,10 @@ Rules:
   raw (non-blocking): accept, recv and send are tried first and a task waits for readiness
   (``anyio.wait_readable``/``wait_writable``, under a cancel scope for deadlines and kicks) only
   when the call would block. An anyio stream would add a checkpoint (one event-loop turn) before
-  every receive and send, and a cancel scope per call, about 0.1 ms of CPU per hook. A socket is
-  closed only by the task that waits on it, after its wait has ended. A connection that always has
-  a next frame ready (pipelining) yields to the others every ``FAIR_FRAMES`` frames.
+  every receive and send, and a cancel scope per call (measured: ``bench/RESULTS.md``). The raw
+  socket is used only through one small class (``_Conn``), which holds the deadline, kick and close
+  rules: a socket is closed only by the task that serves it, after its wait has ended. A connection
+  that always has a next frame ready (pipelining) yields to the others every ``FAIR_FRAMES`` frames.
 """
 
 from __future__ import annotations
@@ -69,16 +70,72 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Conn:
-    """What the server knows about one open connection (for eviction and stop)."""
+    """One accepted connection: the raw non-blocking socket, used only through these methods, and
+    what the server knows about it (for eviction and stop).
 
-    __slots__ = ("busy", "frame_started", "last_active", "scope", "kick")
+    The rules live here: every wait has a deadline; a wait for bytes can be kicked (``kick`` names
+    why: "evict" or "stop") by cancelling its scope; the socket is closed only by the task serving
+    it (``with conn:``), after its wait has ended, never by the task that kicks it.
+    """
 
-    def __init__(self, now: float) -> None:
+    __slots__ = ("sock", "busy", "frame_started", "last_active", "scope", "kick")
+
+    def __init__(self, sock: socket.socket, now: float) -> None:
+        self.sock = sock
         self.busy = False  # inside a request: never evicted
         self.frame_started: float | None = None  # first byte of a partial frame
         self.last_active = now
         self.scope: anyio.CancelScope | None = None  # set while waiting for bytes
         self.kick: str | None = None  # "evict" or "stop": why ``scope`` was cancelled
+
+    def __enter__(self) -> _Conn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def peer_uid(self) -> int | None:
+        return peer_uid(self.sock)
+
+    def recv_now(self) -> bytes | None:
+        """What has arrived (b"" at end of stream), or None when nothing has: no wait."""
+        try:
+            return self.sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return None
+
+    async def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for bytes; False when the deadline passed or the wait was kicked."""
+        with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
+            self.scope = scope
+            if self.kick is not None:  # kicked before the wait began
+                scope.cancel()
+            try:
+                await anyio.wait_readable(self.sock)
+            finally:
+                self.scope = None
+        return not scope.cancelled_caught
+
+    async def send(self, payload: bytes, timeout: float) -> bool:
+        """Write one frame; False if the peer does not take it within ``timeout``. A reply fits the
+        socket buffer almost always: no wait then."""
+        sock = self.sock
+        view = memoryview(P.encode_frame(payload))
+        try:
+            view = view[sock.send(view):]
+        except (BlockingIOError, InterruptedError):
+            pass
+        if not view:
+            return True
+        with anyio.move_on_after(timeout):
+            while view:
+                await anyio.wait_writable(sock)
+                try:
+                    view = view[sock.send(view):]
+                except (BlockingIOError, InterruptedError):
+                    pass
+            return True
+        return False
 
 
 class _RateLimited:
@@ -224,8 +281,8 @@ class Server:
 
     # -- one connection ------------------------------------------------------------------------
     async def _connection(self, sock: socket.socket) -> None:
-        with sock:
-            uid = peer_uid(sock)
+        with _Conn(sock, time.monotonic()) as conn:
+            uid = conn.peer_uid()
             if uid is None or (uid != self.uid and not (uid == 0 and self.limits.allow_root)):
                 self.rejected_peers += 1
                 log.warning("peer_rejected", peer_uid=uid)
@@ -233,41 +290,20 @@ class Server:
             live = sum(1 for c in self._conns if c.kick != "evict") if len(self._conns) >= self.limits.max_connections else 0
             if live >= self.limits.max_connections and not self._evict_one():
                 self.busy_replies += 1
-                await self._send(sock, P.encode_rpc_error(None, E.Busy("too many connections")), 1.0)
+                await conn.send(P.encode_rpc_error(None, E.Busy("too many connections")), 1.0)
                 return
-            conn = _Conn(time.monotonic())
             self._conns.add(conn)
             if self._idle.is_set():
                 self._idle = anyio.Event()
             try:
-                await self._serve(sock, conn)
+                await self._serve(conn)
             except (anyio.ClosedResourceError, OSError):  # reset by the peer, or closed under us
                 pass
             finally:
                 self._conns.discard(conn)
                 self._check_idle()
 
-    async def _send(self, sock: socket.socket, payload: bytes, timeout: float | None = None) -> bool:
-        """Write one frame; False if the peer does not take it within ``timeout`` (the request
-        timeout by default). A reply fits the socket buffer almost always: no wait then."""
-        view = memoryview(P.encode_frame(payload))
-        try:
-            view = view[sock.send(view):]
-        except (BlockingIOError, InterruptedError):
-            pass
-        if not view:
-            return True
-        with anyio.move_on_after(self.limits.request_timeout_s if timeout is None else timeout):
-            while view:
-                await anyio.wait_writable(sock)
-                try:
-                    view = view[sock.send(view):]
-                except (BlockingIOError, InterruptedError):
-                    pass
-            return True
-        return False
-
-    async def _serve(self, sock: socket.socket, conn: _Conn) -> None:
+    async def _serve(self, conn: _Conn) -> None:
         dec = P.FrameDecoder(self.limits.max_frame)
         unyielded = 0  # frames answered since this task last let the event loop run other tasks
         while True:
@@ -281,7 +317,7 @@ class Server:
                 except P.FrameTooLarge as exc:
                     err = P.encode_error(None, {"code": E.PARSE_ERROR, "message": "Parse error",
                                                 "data": {"name": "frame_too_large", "limit": exc.limit}})
-                    await self._send(sock, err, 1.0)
+                    await conn.send(err, 1.0)
                     log.info("request", method="-", outcome="frame_too_large", limit=exc.limit)
                     return
                 if frame is None:
@@ -291,7 +327,7 @@ class Server:
                 self._begin_answer()
                 try:
                     reply = await self.handle_frame(frame)
-                    sent = reply is None or await self._send(sock, reply)
+                    sent = reply is None or await conn.send(reply, self.limits.request_timeout_s)
                 finally:
                     conn.busy = False
                     self._end_answer()
@@ -299,10 +335,7 @@ class Server:
                     log.info("request", method="-", outcome="reply_not_read")
                     return
                 conn.last_active = time.monotonic()
-            try:
-                data = sock.recv(RECV_BYTES)  # the request is usually there already: no wait
-            except (BlockingIOError, InterruptedError):
-                data = None
+            data = conn.recv_now()  # the request is usually there already: no wait
             if data is None:
                 now = time.monotonic()
                 if dec.buffered:
@@ -315,15 +348,7 @@ class Server:
                 if timeout <= 0:
                     return
                 unyielded = 0  # the wait below lets the others run
-                with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
-                    conn.scope = scope
-                    if conn.kick is not None:  # kicked before the wait began
-                        scope.cancel()
-                    try:
-                        await anyio.wait_readable(sock)
-                    finally:
-                        conn.scope = None
-                if scope.cancelled_caught:
+                if not await conn.wait_readable(timeout):
                     if conn.kick == "stop":
                         conn.kick = None  # one more short wait (DRAIN_S) for a frame already on its way
                         continue
@@ -335,7 +360,11 @@ class Server:
 
     # -- one frame -----------------------------------------------------------------------------
     async def handle_frame(self, frame: bytes) -> bytes | None:
-        msg = P.parse_message(frame, max_batch=self.limits.max_batch)
+        try:
+            msg = P.parse_message(frame, max_batch=self.limits.max_batch)
+        except Exception:  # noqa: BLE001 - the daemon never dies on input, even where the parser has a gap
+            log.exception("parse_failed", size=len(frame))
+            return P.encode_rpc_error(None, E.ParseError("Parse error"))
         responses: list[bytes | None] = []
         for item in msg.items:
             if isinstance(item, P.ErrorReply):

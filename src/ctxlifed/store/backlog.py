@@ -1,8 +1,8 @@
 """The trigram backlog: substring/CJK indexing done after the reply, by the writer when idle.
 
 Rules:
-- Trigram-indexing a row costs ~6x its word indexing (10 KB of tool output: ~1.7 ms against
-  ~0.3 ms), so it is not done inside the transaction that acknowledges a hook. An insert (or a
+- Trigram-indexing a row costs several times its word indexing (figures: ``bench/RESULTS.md``),
+  so it is not done inside the transaction that acknowledges a hook. An insert (or a
   text update) only records the row id in ``tri_pending`` (trigger, migration 0007); the writer
   indexes pending rows in id order between jobs (:func:`index_some`, its idle work) and, under
   sustained load, at least every ``Writer.IDLE_MAX_LAG_S``, so the backlog always drains.

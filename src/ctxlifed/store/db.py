@@ -33,7 +33,14 @@ Rules:
   when another process holds the write lock (a ``sqlite3`` shell, a backup) the job goes to the
   writer thread, which waits for it as usual.
 - A job's caller is woken without blocking the writer thread, so a caller that was cancelled
-  (shutdown) can never stall the writer or ``close``.
+  (shutdown) can never stall the writer or ``close``. On asyncio (the daemon's backend) the writer
+  schedules ``Event.set`` on the loop with ``loop.call_soon_threadsafe`` (public asyncio API; only a
+  closed loop is ignored: nobody waits then); on any other backend the caller waits for a
+  ``threading.Event`` in an anyio worker thread (``anyio.to_thread.run_sync``, abandoned on
+  cancellation), which costs a thread wake-up per queued job. No anyio internals: an event-loop
+  token's private fields changed shape between anyio releases, and a wake-up that failed silently
+  left a job's caller waiting for ever. Jobs still queued when the writer stops are answered with
+  :class:`StoreClosedError`, so no waiter is left behind.
 - Storage faults are typed and retryable; a job that hits one stored nothing: ``SQLITE_FULL`` /
   ENOSPC is :class:`StorageFullError`; an unwritable store (EPERM, EACCES, EROFS, EIO,
   ``SQLITE_IOERR``, ``SQLITE_READONLY``, ``SQLITE_CANTOPEN``) is :class:`StorageUnavailableError`, a
@@ -58,6 +65,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import ctypes
@@ -74,6 +82,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from . import backlog
@@ -93,6 +102,10 @@ class StorageFullError(Exception):
 class StorageUnavailableError(StorageFullError):
     """The store cannot be written now (EPERM, EROFS, EIO, read-only, cannot open); nothing was
     stored: retry later."""
+
+
+class StoreClosedError(Exception):
+    """The writer stopped before it ran this job; nothing was stored."""
 
 
 class StoreUnusableError(Exception):
@@ -273,17 +286,33 @@ def _once(done: Callable[[tuple[bool, Any]], None]) -> Callable[[tuple[bool, Any
     return wrapper
 
 
-def _wake(token: Any, fn: Callable[[], Any]) -> None:
-    """Run ``fn`` on the event loop without waiting for it (never blocks the writer thread)."""
+def _loop_call_soon() -> Callable[[Callable[[], object]], Any] | None:
+    """The running asyncio loop's ``call_soon_threadsafe`` (public asyncio API: schedules a callback
+    from any thread without waiting), or None on another anyio backend."""
     try:
-        token.backend_class.run_sync_soon(fn, (), token.native_token)
-    except Exception:  # noqa: BLE001 - the loop is gone (shutdown): nobody is waiting any more
-        pass
+        return asyncio.get_running_loop().call_soon_threadsafe
+    except RuntimeError:
+        return None
+
+
+_WAITERS: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("ctxlifed_writer_waiters")
+MAX_WAITER_THREADS = 64  # worker threads waiting for queued jobs at once; more callers queue for one
+
+
+def _waiter_limiter() -> anyio.CapacityLimiter:
+    """This event loop's limiter for the threads that wait for queued jobs: their own, so a burst of
+    acknowledgements never takes the threads other ``to_thread`` work needs."""
+    try:
+        return _WAITERS.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(MAX_WAITER_THREADS)
+        _WAITERS.set(limiter)
+        return limiter
 
 
 WAL_SOON = 64 << 20  # bytes of WAL past which a commit asks the checkpoint thread for a PASSIVE checkpoint
-# (each checkpoint has a fixed cost, and copies a page once however often the WAL rewrote it: at
-# 8 MiB a burst spent ~0.1 ms of CPU per event on checkpoints, at 64 MiB a fraction of that)
+# (each checkpoint has a fixed cost, and copies a page once however often the WAL rewrote it: the
+# larger the mark, the less CPU a burst spends on checkpoints; figures in bench/RESULTS.md)
 WAL_CAP = 256 << 20  # bytes of WAL past which the writer thread truncates it (TRUNCATE checkpoint)
 TRUNCATE_WAIT_MS = 1_000  # how long that checkpoint waits for the reads in progress (new ones wait for it)
 TRUNCATE_RETRY_S = 1.0  # after it gave up (a reader outside the daemon): first retry, doubling up to
@@ -356,7 +385,7 @@ class Writer:
             self.conn.execute(stmt)
         self._apply_max_bytes(max_bytes)
         # Checkpoints are taken off the commit path: SQLite's automatic one would run inside a
-        # random commit (a p99 spike of several ms); ``background_checkpoint`` runs PASSIVE from its
+        # random commit (a spike in the tail); ``background_checkpoint`` runs PASSIVE from its
         # own connection, concurrently with writes (periodically, and past WAL_SOON from the
         # checkpoint thread), and the writer only steps in past WAL_CAP.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -369,6 +398,8 @@ class Writer:
         self._cp_wanted = threading.Event()
         self._cp_thread: threading.Thread | None = None
         self._closing = False
+        self._stopped = False  # set by ``close`` once the writer thread is gone: ``submit`` answers at once
+        self._submit_lock = threading.Lock()
         self._thread.start()
 
     def _apply_max_bytes(self, max_bytes: int) -> None:
@@ -771,7 +802,11 @@ class Writer:
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], done: Callable[[tuple[bool, Any]], None], *,
                low: bool = False) -> None:
-        self._q.put((_Low(fn) if low else fn, done))
+        with self._submit_lock:
+            if self._stopped:
+                done((False, StoreClosedError("the store is closed")))
+                return
+            self._q.put((_Low(fn) if low else fn, done))
         if not low:
             self.preempt()
 
@@ -795,16 +830,29 @@ class Writer:
                     return value  # type: ignore[no-any-return]
                 raise value
             self.inline_busy += 1  # another process holds the write lock: the writer thread waits for it
-        event = anyio.Event()
         box: list[tuple[bool, Any]] = []
-        token = anyio.lowlevel.current_token()
+        call_soon = _loop_call_soon()
+        if call_soon is not None:  # asyncio (the daemon's loop): the writer schedules the wake-up
+            event = anyio.Event()
 
-        def done(res: tuple[bool, Any]) -> None:
-            box.append(res)
-            _wake(token, event.set)
+            def done(res: tuple[bool, Any]) -> None:
+                box.append(res)
+                try:
+                    call_soon(event.set)
+                except RuntimeError:  # the loop is closed (shutdown): nobody is waiting any more
+                    pass
 
-        self.submit(fn, done, low=low)
-        await event.wait()
+            self.submit(fn, done, low=low)
+            await event.wait()
+        else:  # any other backend: wait in a worker thread
+            answered = threading.Event()
+
+            def done(res: tuple[bool, Any]) -> None:
+                box.append(res)
+                answered.set()
+
+            self.submit(fn, done, low=low)
+            await anyio.to_thread.run_sync(answered.wait, abandon_on_cancel=True, limiter=_waiter_limiter())
         ok, value = box[0]
         if ok:
             return value
@@ -853,6 +901,16 @@ class Writer:
                 self._cp_conn = None
         self._q.put(None)
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():  # jobs submitted after the stop: answer them, nobody waits for ever
+            with self._submit_lock:
+                self._stopped = True
+                while True:
+                    try:
+                        item = self._q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not _NUDGE and isinstance(item, tuple):
+                        item[1]((False, StoreClosedError("the store is closed")))
         self.idle_conn.close()  # not the last connection: SQLite does not checkpoint
         try:
             self._checkpoint("TRUNCATE")

@@ -11,7 +11,7 @@ Rules:
   (SQLite < 3.34) the trigram table is skipped and ``status`` says so.
 - Since 0006 the word index's content is the view ``archive_words``: archive's text and summary
   plus ``tags``, one token per project, session, phase and kind, so recall filters are applied
-  inside the index. 0006 rebuilds that index from ``archive`` (~4 s per 100k rows). Its update
+  inside the index. 0006 rebuilds that index from ``archive`` (time grows with the rows). Its update
   trigger fires on every column the index holds (text, summary, project, session, phase, kind).
 - Since 0011 the word index also holds ``idents`` (archive's column of the words of mixed-case
   identifiers, filled by the writer): ``text, summary, idents, tags``. 0011 fills the column for the
