@@ -16,9 +16,7 @@ Rules:
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import stat
 import time
 from typing import Any
 
@@ -31,7 +29,6 @@ from ..rpc_client import (  # noqa: F401 - re-exported: the CLI's commands and t
     socket_problem,
 )
 
-MAX_LOCK_READ = 4096
 LOCK_NAME = "ctxlifed.lock"
 
 
@@ -41,28 +38,13 @@ def untrusted_fix(sock_path: str) -> str:
 
 
 def locked_socket(sock_path: str, data_dir: str | None = None) -> str | None:
-    """The socket named in the running daemon's lock file, when it is not ``sock_path``; else None."""
+    """The socket named in the running daemon's lock file (``runtime.lock.read_owner``: ours, writable
+    by nobody else), when it is not ``sock_path``; else None."""
     from ..runtime import paths as P
+    from ..runtime.lock import read_owner
 
-    path = os.path.join(data_dir or P.data_dir(), LOCK_NAME)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
-            return None
-        raw = os.read(fd, MAX_LOCK_READ)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    try:
-        obj = json.loads(raw.split(b"\n", 1)[0])
-    except ValueError:
-        return None
-    sock = obj.get("socket") if isinstance(obj, dict) else None
+    owner = read_owner(os.path.join(data_dir or P.data_dir(), LOCK_NAME)) or {}
+    sock = owner.get("socket")
     if not isinstance(sock, str) or not os.path.isabs(sock) or os.path.normpath(sock) == os.path.normpath(sock_path):
         return None
     return sock

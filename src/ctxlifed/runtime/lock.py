@@ -44,13 +44,23 @@ class AlreadyRunning(Exception):
 
 
 def read_owner(path: str) -> dict[str, object] | None:
-    """The ``{"pid", "socket"}`` line of a lock file, or None (absent, empty, unreadable, old format)."""
+    """The ``{"pid", "socket"}`` line of a lock file, or None (absent, empty, unreadable, old format,
+    or not a regular file of ours that only we can write: a lock file someone else could have
+    written names no daemon of ours). Bounded read; a symlink is not followed."""
     try:
-        with open(path, "rb") as f:
-            first = f.read(MAX_OWNER_BYTES).split(b"\n", 1)[0]
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
+            return None
+        first = os.read(fd, MAX_OWNER_BYTES).split(b"\n", 1)[0]
         owner = json.loads(first)
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int):
         return None
     return owner
