@@ -96,20 +96,10 @@ def settings_for(cfg: Config, project: str) -> CompressSettings:
                                                    max(1, mt[3] // 2)))
 
 
-def _under(path: str, roots: tuple[str, ...]) -> str | None:
-    if not path or not os.path.isabs(path) or "\0" in path:
-        return None
-    real = os.path.realpath(path)
-    for r in roots:
-        if real.startswith(r.rstrip("/") + "/"):
-            return real
-    return None
-
-
 def read_persisted(path: str, roots: tuple[str, ...], max_bytes: int = MAX_PERSISTED_BYTES) -> str | None:
     """The text of Claude Code's persisted output file, or None (outside ``roots``, not a regular file,
     larger than ``max_bytes``, unreadable)."""
-    real = _under(path, roots)
+    real = files.under_roots(path, roots)
     if real is None:
         return None
     try:

@@ -82,8 +82,13 @@ def project_root(cwd: str) -> str:
 
 
 def transcript_allowed(path: str, roots: tuple[str, ...]) -> str | None:
-    """The real path of ``path`` if it lies under one of ``roots``, else None."""
-    if not path or not os.path.isabs(path) or "\0" in path or not path.endswith(".jsonl"):
+    """The real path of ``path`` if it is a ``.jsonl`` file under one of ``roots``, else None."""
+    return under_roots(path, roots) if path.endswith(".jsonl") else None
+
+
+def under_roots(path: str, roots: tuple[str, ...]) -> str | None:
+    """The real path of the absolute ``path`` (links resolved) if it lies under one of ``roots``, else None."""
+    if not path or not os.path.isabs(path) or "\0" in path:
         return None
     real = os.path.realpath(path)
     for r in roots:
