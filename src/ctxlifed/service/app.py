@@ -87,6 +87,7 @@ from . import compaction, compress, cost as COST, derive as DV, files
 from . import report as report_svc
 from . import lessons as lessons_svc
 from . import residency as residency_svc
+from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .state import SessionState, dump, load
 
@@ -193,52 +194,29 @@ class Service:
         return B.Thresholds(l1=t[0], l2=t[1], l3=t[2])
 
     async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
-        p = M.decode_params(method, params)
-        if method == "hook":
-            return await self.hook(p, rid=rid if isinstance(rid, str) else None)
-        if method == "ping":
-            return M.PingResult(version=__version__, pid=os.getpid(), uptime_s=round(time.monotonic() - self.started, 3))
-        if method == "hello":
-            return M.HelloResult(version=__version__, protocol=PROTOCOL_VERSION, pid=os.getpid(),
-                                 compatible=p.protocol in (0, PROTOCOL_VERSION))
-        if method == "shutdown":
-            self.stop_requested.set()
-            return M.ShutdownResult()
-        if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending",
-                      "memory.prune", "report"):
-            # Reads see every acknowledged event: derive what is queued first (bounded wait).
-            await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
-        if method == "status":
-            return await self.status(p)
-        if method == "recall":
-            return await self.recall(p)
-        if method == "phase.set":
-            return await self.phase_set(p)
-        if method == "forget":
-            return await self.forget(p)
-        if method == "pending":
-            return await self.pending(p)
-        if method == "lessons":
-            project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
-            found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
-            return M.LessonsResult(markdown=LS.render_lessons_md(found) if found else "No lessons recorded yet.",
-                                   lessons=[msgspec.to_builtins(x) for x in found])
-        if method == "memory.prune":
-            return await self.memory_prune(p)
-        if method == "compactions":
-            project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
-            reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
-            return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
-        if method == "report":
-            return await report_svc.report(self, p)
-        raise E.MethodNotFound(f"Method not found: {method}")
+        """Answer one request: the route of ``dispatch.ROUTES`` for ``method``."""
+        return await dispatch_request(self, method, params, rid)
+
+    async def lessons(self, p: M.LessonsParams) -> M.LessonsResult:
+        project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
+        found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
+        return M.LessonsResult(markdown=LS.render_lessons_md(found) if found else "No lessons recorded yet.",
+                               lessons=[msgspec.to_builtins(x) for x in found])
+
+    async def compactions(self, p: M.CompactionsParams) -> M.CompactionsResult:
+        project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
+        reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
+        return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
+
+    async def report(self, p: M.ReportParams) -> M.ReportResult:
+        return await report_svc.report(self, p)
 
     @property
     def derive_stalled(self) -> bool:
         """The last derivation failed on a storage fault and nothing was written since."""
         return self._stalled_at == self.writer.commits
 
-    async def _wait_derived(self, timeout: float | None) -> None:
+    async def wait_derived(self, timeout: float | None) -> None:
         """Wait for the derivation backlog (at most ``timeout``), but not on a derivation stalled by
         a storage fault (a full or unwritable store), which cannot progress: while it is stalled the
         read answers at once from what is stored (status reports what is still pending), and a wait
