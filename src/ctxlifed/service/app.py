@@ -42,11 +42,8 @@ Rules:
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import os
-import re
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -79,7 +76,7 @@ from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
 from ..store import backlog as tri_backlog
-from ..store import ops, queries
+from ..store import hook_writes, ops, queries, session_reads
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
@@ -100,7 +97,6 @@ CTX_EVENTS = frozenset({
 })
 # Events that show a top-level systemMessage to the user (others discard it, spec §2.3).
 MSG_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionStart"})
-FACT_KINDS = {Kind.DECISION: "decision", Kind.CONSTRAINT: "constraint", Kind.PENDING: "pending"}
 TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
 # What the context window itself held (facts, ledgers and lessons are ctxlifed's own rows, never in it).
 WINDOW_KINDS = frozenset({Kind.PROMPT, *TRANSCRIPT_KINDS})
@@ -320,7 +316,7 @@ class Service:
                            tool=s(payload.get("tool_name")) or None, ts=now, payload=blob,
                            redactions=redactions, source=source, rid=rid)
         if not sid:
-            await self.writer.run(partial(_store_event_only, row))
+            await self.writer.run(partial(hook_writes.store_event_only, row))
             return M.HookResult()
         async with self._ack_lock(sid):
             st = self._touch(sid)
@@ -358,13 +354,13 @@ class Service:
                                              edited_paths=st.files_touched, transcript_path=st.transcript_path,
                                              session=st.session)
         if pending is None:
-            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+            eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
             try:
                 eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
             except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
                 pending = None
-                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+                eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
@@ -404,7 +400,7 @@ class Service:
         """Derive one acknowledged event (the deriver task; see derive.py)."""
         payload = job.payload
         if payload is None:
-            raw = await self.readers.run(partial(_pending_payload, job.eid))
+            raw = await self.readers.run(partial(session_reads.pending_payload, job.eid))
             if raw is None:
                 return  # forgotten, or derived already
             payload = msgspec.json.decode(raw)
@@ -429,7 +425,7 @@ class Service:
 
     async def recover(self) -> int:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
-        rows = await self.readers.run(_pending_rows)
+        rows = await self.readers.run(session_reads.pending_rows)
         for eid, sid, project, cwd, event, ts in rows:
             self.backlog.put(DV.Job(eid=eid, sid=sid, project=project, cwd=cwd, event=event, ts=ts, payload=None))
         if rows:
@@ -537,11 +533,11 @@ class Service:
 
         summaries = [SUM.summarize(el) for el in elements]
         await pause()
-        job = partial(_store_hook, row=row, eid=eid, now=now, st=st, elements=elements, facts=facts, phase=phase_now,
+        job = partial(hook_writes.store_hook, row=row, eid=eid, now=now, elements=elements, facts=facts, phase=phase_now,
                       switch=switch, priority=lambda el: classify.priority(el, phase_now, self.matrix),
                       summaries=summaries, closing=closing)
         saved = dump(st)
-        stored = await self.writer.run(partial(job, state_blob=saved), low=deferred)
+        stored = await self.writer.run(partial(job, session=session_row(st, saved)), low=deferred)
         if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
             return M.HookResult()
 
@@ -594,7 +590,7 @@ class Service:
         answer = M.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
         final = dump(st)
         if final != saved:  # only when the answer or side work changed the session (rare per tool call)
-            await self.writer.run(partial(_save_state, st, blob=final), low=deferred)
+            await self.writer.run(partial(hook_writes.save_state, session_row(st, final)), low=deferred)
         return answer
 
     def _enrich(self, el: Element) -> Element:
@@ -752,7 +748,7 @@ class Service:
     async def _focus_state(self, st: SessionState) -> MX.FocusState:
         """What a focus line names: files being changed, failing tests, this phase's decisions, the
         session's constraints and open items (most recent first)."""
-        rows = await self.readers.run(partial(_focus_rows, st.session, st.project))
+        rows = await self.readers.run(partial(session_reads.focus_rows, st.session, st.project))
         return MX.FocusState(
             files=_files_changed(st),
             failing_tests=list(st.failing_ids),
@@ -820,7 +816,7 @@ class Service:
             if prompt and working >= ADV.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
                 # The work so far, read from the archive (never kept in the session state: forget
                 # must leave no copy of a prompt behind).
-                earlier = await self.readers.run(partial(_earlier_prompts, st.session))
+                earlier = await self.readers.run(partial(session_reads.earlier_prompts, st.session))
                 topic = "\n".join([*earlier, *st.files_touched, *st.failing_ids])
             if topic and ADV.unrelated_task(prompt, topic, working):
                 self._advise(st, ADV.Advice(
@@ -865,7 +861,7 @@ class Service:
     # -- compression ---------------------------------------------------------------------------
     async def _compress(self, st: SessionState, level: Level, now: float, *, precompact: bool = False) -> None:
         """Rank what entered since the last boundary; store L1 summaries and categories; promote at L2→L3."""
-        rows = await self.readers.run(partial(_window_rows, st.session, st.boundary_archive_id))
+        rows = await self.readers.run(partial(session_reads.window_rows, st.session, st.boundary_archive_id))
         if not rows:
             return
         els = [_element_from_row(r) for r in rows]
@@ -878,7 +874,7 @@ class Service:
             summary = SUM.summarize(rk.element, l2_id=aid)
             updates.append((aid, summary, str(rk.category), int(rk.priority)))
         promote = set(getattr(plan, "promote", ()) or ())
-        await self.writer.run(partial(_apply_compression, updates, int(level)))
+        await self.writer.run(partial(hook_writes.apply_compression, updates, int(level)))
         if precompact:
             # What SessionStart(compact) lists: the window's tool output that the matrix keeps or summarizes.
             held = [rk for rk in ranked if rk.element.kind in COMPACT_LISTED_KINDS and MX.listed(str(rk.category))]
@@ -922,7 +918,8 @@ class Service:
         return M.HookResult(stdout=_enc.encode(out).decode())
 
     async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
-        data = await self.readers.run(partial(_session_start_rows, st.project, st.session, source, st.last_archived,
+        data = await self.readers.run(partial(session_reads.session_start_rows, st.project, st.session, source, st.last_archived,
+                                              listed_kinds=[str(k) for k in COMPACT_LISTED_KINDS],
                                               is_stale=self.is_stale))
         if source == "startup" and not (data["timeline"] or data["pending"] or data["decisions_count"]
                                         or data["lessons_count"]):
@@ -1027,8 +1024,8 @@ class Service:
         if q.id is not None:
             return await self.recall(M.RecallParams(id=q.id))
         if q.timeline:
-            spans = await self.readers.run(lambda c: _timeline(c, project=project, session=session,
-                                                               current=session or LATEST))
+            spans = await self.readers.run(lambda c: session_reads.timeline(c, project=project, session=session,
+                                                                     current=session or session_reads.LATEST))
             return M.RecallResult(markdown=R.render_timeline(spans, self.clock()), total=len(spans))
         if q.decisions and not q.words and not q.phrases:
             rows = await self.readers.run(partial(queries.items, project=project, kind="decision", status=None,
@@ -1107,7 +1104,7 @@ class Service:
                 n, started = st.phase_index, st.phase_started
                 st.phase_index += 1
                 st.phase_started = now
-                await self.writer.run(partial(_store_switch_and_state, st, switch))
+                await self.writer.run(partial(hook_writes.store_switch_and_state, session_row(st), switch))
                 self.spawn(self.ledgers.write_phase, st.session, st.project, n, old, started, now, "manual phase switch")
         return M.PhaseSetResult(session=sid, phase=st.phase.phase, changed=switch is not None)
 
@@ -1197,7 +1194,6 @@ class Service:
 
 
 PASSED_TEXT_CHARS = 16 * 1024  # of a passing run's output searched for the test names of pending items
-OPEN_ITEMS_CHECKED = 200  # newest open items of a project checked against one event's evidence
 
 
 def _covers(success_cmd: str, failure_cmd: str) -> bool:
@@ -1247,14 +1243,6 @@ def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element],
     return PD.Evidence(completed_todos=tuple(todos[:64]), decisions=tuple(f.text for f in facts if f.kind is Kind.DECISION),
                        passed_tests=tuple(passed_tests), passed_text="\n".join(passed_text),
                        edits=tuple(edits[:64]), done=tuple(done), settled=tuple(settled), answers=tuple(answers))
-
-
-def _close_pending(conn: sqlite3.Connection, project: str, ev: PD.Evidence, now: float) -> int:
-    """Close the project's open pending items this event's evidence settles (not those it just stated)."""
-    rows = conn.execute("SELECT id, text FROM items WHERE project = ? AND kind = 'pending' AND status = 'open'"
-                        " AND ts < ? ORDER BY id DESC LIMIT ?", (project, now, OPEN_ITEMS_CHECKED)).fetchall()
-    closed = PD.closing([(int(r[0]), r[1]) for r in rows], ev)
-    return ops.resolve_items(conn, closed, now) if closed else 0
 
 
 def _prune_markdown(r: dict[str, Any], keep: int, dry_run: bool) -> str:
@@ -1347,19 +1335,6 @@ def _pending_advice(st: SessionState) -> ADV.Advice | None:
                       urgency=st.pending_advice_urgency)
 
 
-def _earlier_prompts(session: str, conn: sqlite3.Connection) -> list[str]:
-    """The session's last prompts before the newest one (the one being answered)."""
-    rows = conn.execute("SELECT text FROM archive WHERE session = ? AND kind = 'prompt' ORDER BY id DESC"
-                        " LIMIT 4 OFFSET 1", (session,)).fetchall()
-    return [r[0][:2000] for r in rows]
-
-
-def _focus_rows(session: str, project: str, conn: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
-    return {kind: queries.items(conn, project=project, kind=kind, status="open" if kind == "pending" else None,
-                                session=session, limit=8)
-            for kind in ("decision", "constraint", "pending")}
-
-
 def _redact_delta(delta: T.TranscriptDelta) -> T.TranscriptDelta:
     """Transcripts hold secrets too: redact every text a delta carries before it is kept anywhere."""
     def red(text: str) -> str:
@@ -1384,6 +1359,14 @@ def _element_from_row(r: tuple) -> Element:
                    is_error=is_error, passed=passed, tokens=estimate_tokens(text))
 
 
+def session_row(st: SessionState, blob: bytes | None = None) -> hook_writes.SessionRow:
+    """The session's row as the store writes it (``blob``: ``dump(st)`` when already made)."""
+    return hook_writes.SessionRow(session=st.session, project=st.project, cwd=st.cwd,
+                                  transcript_path=st.transcript_path, phase=st.phase.phase,
+                                  phase_since=st.phase.since, model=st.model, ended_ts=st.ended_ts,
+                                  state=blob if blob is not None else dump(st))
+
+
 def _size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -1396,88 +1379,8 @@ def _hit_view(item: dict[str, Any]) -> M.RecallHitView:
                            kind=item["kind"], phase=item["phase"], tool=item["tool"], summary=item["summary"])
 
 
-# -- writer jobs (run on the writer thread, inside its transaction) ---------------------------
-def _store_event_only(row: ops.EventRow, conn: sqlite3.Connection) -> int:
-    eid = ops.insert_event(conn, row)
-    if eid:
-        ops.touch_session(conn, session=row.session, project=row.project, cwd=row.cwd, transcript_path=None, ts=row.ts)
-    return eid
-
-
-def _store_ack(row: ops.EventRow, conn: sqlite3.Connection) -> int:
-    """The acknowledgement's whole write: the event, pending (its session row follows with the derivation)."""
-    return ops.insert_event(conn, dataclasses.replace(row, pending=True))
-
-
-def _store_hook(conn: sqlite3.Connection, *, row: ops.EventRow | None, eid: int | None, now: float, st: SessionState,
-                elements: list[Element], facts: list[Element], phase: str, switch: Any,
-                priority: Callable[[Element], int], summaries: list[str], state_blob: bytes,
-                closing: PD.Evidence | None = None) -> int | None:
-    if row is not None:
-        eid = ops.insert_event(conn, row)
-        if eid == 0:
-            return None
-    elif eid is None or not ops.finish_pending(conn, eid):
-        return None
-    ops.touch_session(conn, session=st.session, project=st.project, cwd=st.cwd,
-                      transcript_path=st.transcript_path, ts=now)
-    for el, summ in zip(elements, summaries, strict=True):
-        ops.insert_archive(conn, ops.ArchiveRow(
-            session=st.session, project=st.project, ts=el.ts or now, kind=str(el.kind), text=el.text,
-            summary=summ, phase=phase, tool=el.tool, file_path=el.file_path, uid=el.uid, event_id=eid,
-            priority=priority(el), level=0, truncated="characters cut by ctxlifed" in el.text))
-    for f in facts:
-        aid, _ = ops.insert_archive(conn, ops.ArchiveRow(
-            session=st.session, project=st.project, ts=now, kind=str(f.kind), text=f.text, phase=phase,
-            uid=f.uid, event_id=eid, priority=priority(f), level=0, summary=f.text[:280]))
-        ops.upsert_item(conn, project=st.project, session=st.session, kind=FACT_KINDS.get(f.kind, str(f.kind)),
-                        text=f.text, ts=now, phase=phase, archive_id=aid)
-    if closing is not None and not closing.empty():
-        _close_pending(conn, st.project, closing, now)
-    if switch is not None:
-        ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
-                                from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
-                                evidence=msgspec.json.encode(list(switch.evidence)).decode())
-    _save_state(st, conn, blob=state_blob)
-    return eid
-
-
-def _save_state(st: SessionState, conn: sqlite3.Connection, *, blob: bytes | None = None) -> None:
-    ops.save_session_state(conn, session=st.session, phase=st.phase.phase, phase_since=st.phase.since,
-                           model=st.model, state=blob if blob is not None else dump(st), ended_ts=st.ended_ts)
-
-
-def _store_switch_and_state(st: SessionState, switch: Any, conn: sqlite3.Connection) -> None:
-    ops.insert_phase_switch(conn, session=st.session, project=st.project, ts=switch.ts,
-                            from_phase=switch.from_phase, to_phase=switch.to_phase, cause=switch.cause,
-                            evidence=msgspec.json.encode(list(switch.evidence)).decode())
-    _save_state(st, conn)
-
-
-def _apply_compression(updates: list[tuple[int, str, str, int]], level: int, conn: sqlite3.Connection) -> None:
-    conn.executemany("UPDATE archive SET summary=?, category=?, priority=?, level=max(level, ?) WHERE id=?",
-                     [(sm, cat, pr, 1 if cat in ("summarize", "keep") else 2, aid) for aid, sm, cat, pr in updates])
-
-
-# -- read jobs ---------------------------------------------------------------------------------
-def _pending_payload(eid: int, conn: sqlite3.Connection) -> bytes | None:
-    row = conn.execute("SELECT payload FROM events WHERE id = ? AND pending = 1", (eid,)).fetchone()
-    return None if row is None else bytes(row[0])
-
-
-def _pending_rows(conn: sqlite3.Connection) -> list[tuple]:
-    return conn.execute("SELECT id, session, project, cwd, event, ts FROM events WHERE pending = 1"
-                        " ORDER BY id").fetchall()
-
-
 async def _no_pause() -> None:
     return None
-
-
-def _window_rows(session: str, after_id: int, conn: sqlite3.Connection) -> list[tuple]:
-    return conn.execute(
-        "SELECT id, kind, substr(text, 1, 65536), ts, tool, file_path FROM archive"
-        " WHERE session = ? AND id > ? ORDER BY id DESC LIMIT 5000", (session, after_id)).fetchall()
 
 
 def _merge_briefing(previous: str, delta: str) -> str:
@@ -1486,72 +1389,3 @@ def _merge_briefing(previous: str, delta: str) -> str:
     return both[-2 * R.MAX_CHARS:]
 
 
-LATEST = "\x00latest"  # _timeline: the most recently active session is the current one
-_L2_TRAILER = re.compile(r"\s*\[L2 #\d+\]\s*$")
-
-
-def _session_spans(session: str, switches: list[dict[str, Any]], first_phase: str | None, first_ts: float | None,
-                   last_end: float | None) -> list[R.PhaseSpan]:
-    """One session's phases, oldest first: the phase it began in (the first switch's ``from_phase``,
-    or the only phase when it never switched) from the session's first event, then one span per
-    switch. ``last_end``: when the last phase ended (None while it is the current one)."""
-    spans: list[R.PhaseSpan] = []
-    begin = switches[0]["from_phase"] if switches else first_phase
-    if begin and first_ts is not None and (not switches or first_ts < switches[0]["ts"]):
-        spans.append(R.PhaseSpan(phase=begin, start=first_ts, cause=f"start of session {session[:8]}"))
-    spans += [R.PhaseSpan(phase=x["to_phase"], start=x["ts"], cause=x["cause"] or "") for x in switches]
-    if spans and last_end is not None:
-        spans[-1] = msgspec.structs.replace(spans[-1], end=max(last_end, spans[-1].start))
-    return spans
-
-
-def _timeline(conn: sqlite3.Connection, *, project: str | None, session: str | None, current: str | None,
-              max_sessions: int = 50) -> list[R.PhaseSpan]:
-    """The phase timeline of one session, or of a project's (every project's) sessions, oldest first.
-    Only ``current`` (the session asking; ``LATEST``: the most recently active one) may end in an open
-    span; another session's last phase ends at its end, or its last event."""
-    rows = queries.sessions(conn, project=project, session=session, limit=max_sessions)
-    if current == LATEST:
-        current = rows[0]["session"] if rows else None
-    spans: list[R.PhaseSpan] = []
-    for row in sorted(rows, key=lambda r: r["first_ts"] or 0):
-        sw = queries.phase_switches(conn, project=None, session=row["session"], limit=200)
-        end = None if row["session"] == current and row["ended_ts"] is None else (row["ended_ts"] or row["last_ts"])
-        spans += _session_spans(row["session"], sw, row["phase"], row["first_ts"], end)
-    return sorted(spans, key=lambda x: x.start)
-
-
-def _session_start_rows(project: str, session: str, source: str, archived: list[int],
-                        conn: sqlite3.Connection, *, is_stale: Callable[[dict[str, Any]], bool] | None = None
-                        ) -> dict[str, Any]:
-    timeline: list[R.PhaseSpan] = []
-    timeline_session = ""
-    if source != "clear":
-        timeline = _timeline(conn, project=None, session=session, current=session)
-        if source == "startup":
-            # A new session has one phase so far: where the project's last session went says more.
-            earlier = [r for r in queries.sessions(conn, project=project, limit=2) if r["session"] != session]
-            if earlier:
-                timeline = _timeline(conn, project=None, session=earlier[0]["session"], current=None)
-                timeline_session = earlier[0]["session"]
-            elif len(timeline) < 2:
-                timeline = []
-    pending = [p for p in queries.pending_items(conn, project=project, status="open", limit=64)
-               if not (is_stale and is_stale(p))][:8]
-    decisions = queries.items(conn, project=project, kind="decision", status=None, limit=5)
-    arch = []
-    if source == "compact" and archived:
-        marks = ",".join("?" * len(archived))
-        kinds = sorted(str(k) for k in COMPACT_LISTED_KINDS)
-        rows = conn.execute(
-            f"SELECT id, kind, phase, ts, summary, priority FROM archive WHERE id IN ({marks})"
-            f" AND kind IN ({','.join('?' * len(kinds))}) ORDER BY priority DESC, id DESC",
-            (*archived, *kinds)).fetchall()
-        arch = [dict(zip(("id", "kind", "phase", "ts", "summary", "priority"), r, strict=True)) for r in rows]
-        for a in arch:
-            a["summary"] = _L2_TRAILER.sub("", a["summary"] or "")  # the list names the id itself
-    return {
-        "timeline": timeline, "timeline_session": timeline_session, "pending": pending, "decisions": decisions,
-        "archived": arch, "decisions_count": queries.count_items(conn, project=project, kind="decision"),
-        "lessons_count": conn.execute("SELECT count(*) FROM lessons WHERE project = ?", (project,)).fetchone()[0],
-    }
