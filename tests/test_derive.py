@@ -211,9 +211,9 @@ async def test_the_session_in_use_stays_in_memory_while_new_sessions_come(rig: R
     """At the cap, the least recently used idle session is dropped, not the one whose phase began
     first: the long session in progress keeps answering from memory (acknowledged, derived behind)
     while a new session starts between each of its events; a dropped session reloads from the store."""
-    from ctxlifed.service import app as APP
+    from ctxlifed.service import sessions
 
-    monkeypatch.setattr(APP, "MAX_SESSIONS_IN_MEMORY", 4)
+    monkeypatch.setattr(sessions, "MAX_SESSIONS_IN_MEMORY", 4)
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # SID: the oldest phase

@@ -41,7 +41,6 @@ Rules:
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import time
@@ -86,6 +85,7 @@ from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
+from .sessions import SessionRegistry, session_row
 from .state import SessionState, dump, load
 
 log = structlog.get_logger("ctxlifed.service")
@@ -116,8 +116,6 @@ FOLD_SLICE = 64 << 10  # a larger read is parsed and folded this much at a time,
 # of archiving, which the hooks arriving meanwhile waited for). The last job reads up to
 # MAX_TRANSCRIPT_READ, so the accounting catches up when the backlog does. A transcript seen late (far
 # more bytes than the queued jobs would read in slices) is read MAX_TRANSCRIPT_READ an event, as before.
-MAX_SESSIONS_IN_MEMORY = 512
-HOOK_TOOLS = 256  # tool-use ids per session whose result a hook delivered (the transcript copy is skipped)
 _enc = msgspec.json.Encoder()
 
 
@@ -130,17 +128,11 @@ class Service:
         self.readers = readers
         self.clock = clock
         self.started = started if started is not None else time.monotonic()
-        # Sessions in memory, least recently used first (``_touch``); at MAX_SESSIONS_IN_MEMORY the
-        # least recently used idle one is dropped (its state is in the store: reloaded when it returns).
-        self.sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
-        self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
-        self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
+        self.registry = SessionRegistry(readers, self.backlog.pending)
+        self.sessions = self.registry.sessions  # the same mapping: session id -> SessionState
         self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
-        # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
-        # result is then neither redacted, summarised nor archived again (only counted).
-        self.hook_tools: dict[str, dict[str, None]] = {}  # per session: the last HOOK_TOOLS ids, in order
         self.ledgers = LedgerWriter(self)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
@@ -238,64 +230,6 @@ class Service:
             self._stalled_at = -1
 
     # -- sessions ------------------------------------------------------------------------------
-    async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
-        st = self._touch(sid)
-        if st is None:
-            rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
-            st = load(rows[0]["state"]) if rows else None
-            if st is None:
-                st = SessionState(session=sid, project=project, cwd=cwd, phase_started=now,
-                                  phase=PH.PhaseState(since=now), acc=A.Accounting(project_root=project))
-                # A new session in a known project starts in the phase the project was last in.
-                last = await self.readers.run(partial(queries.sessions, project=project, limit=1))
-                prev = load(last[0]["state"]) if last else None
-                if prev is not None:
-                    st.phase = PH.PhaseState(phase=prev.phase.phase, since=now)
-            if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:
-                self._evict_one()
-            self.sessions[sid] = st
-        if cwd:
-            st.cwd = cwd
-        return st
-
-    def _touch(self, sid: str) -> SessionState | None:
-        """The session in memory (None if it is not), marked most recently used."""
-        st = self.sessions.get(sid)
-        if st is not None:
-            self.sessions.move_to_end(sid)
-        return st
-
-    def _evict_one(self) -> None:
-        """Drop the least recently used session that nothing is using (no job pending, no lock
-        held). Not the one whose phase began first: that is the long session in progress, which
-        would then be reloaded, and evicted again, at every new session."""
-        for k in self.sessions:  # least recently used first
-            lk, ack = self.locks.get(k), self.ack_locks.get(k)
-            if self.backlog.pending(k) or (lk is not None and lk.locked()) or (ack is not None and ack.locked()):
-                continue
-            del self.sessions[k]
-            self.locks.pop(k, None)
-            self.ack_locks.pop(k, None)
-            self.hook_tools.pop(k, None)
-            return
-
-    def _lock(self, sid: str) -> anyio.Lock:
-        lk = self.locks.get(sid)
-        if lk is None:
-            lk = self.locks[sid] = anyio.Lock()
-        return lk
-
-    def _ack_lock(self, sid: str) -> anyio.Lock:
-        # Taken on every hook: ``fast_acquire`` takes a free one without a checkpoint (anyio's
-        # default yields to the event loop first: one more loop turn per acknowledgement). Fair
-        # anyway: a holder always answers (I/O) before its session's next hook takes it again. The
-        # derivation lock keeps the checkpoint: a waiter woken by a finished job runs before the
-        # deriver takes the next one (derive.py: a sync event's wait ends its urgency first).
-        lk = self.ack_locks.get(sid)
-        if lk is None:
-            lk = self.ack_locks[sid] = anyio.Lock(fast_acquire=True)
-        return lk
-
     # -- hook ----------------------------------------------------------------------------------
     async def hook(self, payload: dict[str, Any], *, rid: str | None = None, source: str = "hook",
                    ts: float | None = None) -> M.HookResult:
@@ -318,30 +252,22 @@ class Service:
         if not sid:
             await self.writer.run(partial(hook_writes.store_event_only, row))
             return M.HookResult()
-        async with self._ack_lock(sid):
-            st = self._touch(sid)
+        async with self.registry.ack_lock(sid):
+            st = self.registry.touch(sid)
             if st is not None and event in DV.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(payload, event, st, project, cwd, now, row)
             # Inline: what this event's answer depends on must be derived first, in order.
             await self.backlog.wait(sid)
-            async with self._lock(sid):
-                before = self.sessions.get(sid)
-                snapshot = dump(before) if before is not None else None
+            async with self.registry.lock(sid):
+                snapshot = self.registry.snapshot(sid)
                 try:
                     return await self._hook_locked(payload, event, sid, project, cwd, now, row)
                 except BaseException:
                     # Nothing was acknowledged: put the session back as it was, so a retry (from the
                     # spool) re-reads the same transcript bytes and re-derives the same state.
-                    self._restore(sid, snapshot)
+                    self.registry.restore(sid, snapshot)
                     raise
-
-    def _restore(self, sid: str, snapshot: bytes | None) -> None:
-        restored = load(snapshot) if snapshot is not None else None
-        if restored is None:
-            self.sessions.pop(sid, None)
-        else:
-            self.sessions[sid] = restored
 
     async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
                            now: float, row: ops.EventRow) -> M.HookResult:
@@ -367,7 +293,7 @@ class Service:
         if event in ("PostToolUse", "PostToolUseFailure") and tool_id:
             # Now, not at derivation: a derivation still queued may read this tool's result in the
             # transcript, and must know a hook delivered it.
-            self._note_hook_tool(st.session, tool_id)
+            self.registry.note_hook_tool(st.session, tool_id)
         lesson = None
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
@@ -389,13 +315,6 @@ class Service:
                                 payload=payload, lesson=lesson))
         return answer
 
-    def _note_hook_tool(self, sid: str, tool_id: str) -> None:
-        seen = self.hook_tools.setdefault(sid, {})
-        if tool_id not in seen:
-            seen[tool_id] = None
-            if len(seen) > HOOK_TOOLS:
-                del seen[next(iter(seen))]
-
     async def _derive(self, job: DV.Job) -> None:
         """Derive one acknowledged event (the deriver task; see derive.py)."""
         payload = job.payload
@@ -406,18 +325,17 @@ class Service:
             payload = msgspec.json.decode(raw)
             if not isinstance(payload, dict):
                 payload = {}
-        async with self._lock(job.sid):
-            before = self.sessions.get(job.sid)
-            snapshot = dump(before) if before is not None else None
+        async with self.registry.lock(job.sid):
+            snapshot = self.registry.snapshot(job.sid)
             try:
                 await self._hook_locked(payload, job.event, job.sid, job.project, job.cwd, job.ts, None,
                                         eid=job.eid, lesson=job.lesson)
             except StorageFullError:  # full or unwritable (StorageUnavailableError)
-                self._restore(job.sid, snapshot)
+                self.registry.restore(job.sid, snapshot)
                 self._note_derive_fault(True)
                 raise  # kept: retried
             except Exception:  # noqa: BLE001 - one bad event must not wedge the backlog
-                self._restore(job.sid, snapshot)
+                self.registry.restore(job.sid, snapshot)
                 log.exception("derive_failed", event_id=job.eid, hook_event=job.event)
                 self.backlog.failed += 1
                 await self.writer.run(partial(ops.finish_pending, eid=job.eid), low=True)
@@ -439,7 +357,7 @@ class Service:
         acknowledged before: clear its pending mark), then answer (inline only)."""
         deferred = eid is not None
         pause = self.backlog.pause if deferred else _no_pause
-        st = await self._state(sid, project, cwd, now)
+        st = await self.registry.state(sid, project, cwd, now)
         elements = elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)
         elements = [self._enrich(e) for e in elements]
         main_chain = not s(payload.get("agent_id"))
@@ -457,7 +375,7 @@ class Service:
             st.phase, switch = PH.observe(st.phase, signals, now)
 
         if event in ("PostToolUse", "PostToolUseFailure") and s(payload.get("tool_use_id")):
-            self._note_hook_tool(sid, s(payload.get("tool_use_id")))
+            self.registry.note_hook_tool(sid, s(payload.get("tool_use_id")))
 
         # Transcript: usage, model, boundaries, assistant text.
         tpath = s(payload.get("transcript_path"))
@@ -676,7 +594,7 @@ class Service:
         # counted from its head and tail), never waited for.
         from_start = st.cursor.offset == 0
         st.cursor, delta = T.feed(st.cursor, chunk, max_line=MAX_TRANSCRIPT_READ - 1)
-        seen = self.hook_tools.get(st.session)
+        seen = self.registry.hook_delivered(st.session)
         if seen:
             delta.elements = [msgspec.structs.replace(e, text="") if e.uid in seen else e for e in delta.elements]
         if self.cfg.redact:
@@ -1093,8 +1011,8 @@ class Service:
         if not rows and sid not in self.sessions:
             raise E.NotFound(f"unknown session {sid}")
         now = self.clock()
-        async with self._lock(sid):
-            st = await self._state(sid, rows[0]["project"] if rows else "", "", now)
+        async with self.registry.lock(sid):
+            st = await self.registry.state(sid, rows[0]["project"] if rows else "", "", now)
             old = st.phase.phase
             try:
                 st.phase, switch = PH.set_phase(st.phase, p.phase, now, cause="manual")
@@ -1134,10 +1052,9 @@ class Service:
         if texts:
             await self._guarded(self.ledgers.forget_decisions, texts)
         if p.session:
-            self.sessions.pop(p.session, None)
+            self.registry.drop(p.session)
         if p.project:
-            for k in [k for k, v in self.sessions.items() if v.project == p.project]:
-                self.sessions.pop(k, None)
+            self.registry.drop_project(p.project)
         await self.writer.checkpoint("TRUNCATE")
         return M.ForgetResult(events=ev, archive=ar)
 
@@ -1357,14 +1274,6 @@ def _element_from_row(r: tuple) -> Element:
     return Element(uid=str(r[0]), kind=kind, text=text, ts=r[3], tool=r[4], file_path=r[5],
                    command=command if command is None or "\n" not in command else command.split("\n", 1)[0],
                    is_error=is_error, passed=passed, tokens=estimate_tokens(text))
-
-
-def session_row(st: SessionState, blob: bytes | None = None) -> hook_writes.SessionRow:
-    """The session's row as the store writes it (``blob``: ``dump(st)`` when already made)."""
-    return hook_writes.SessionRow(session=st.session, project=st.project, cwd=st.cwd,
-                                  transcript_path=st.transcript_path, phase=st.phase.phase,
-                                  phase_since=st.phase.since, model=st.model, ended_ts=st.ended_ts,
-                                  state=blob if blob is not None else dump(st))
 
 
 def _size(path: str) -> int:
