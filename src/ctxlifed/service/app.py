@@ -53,7 +53,6 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from .. import PROTOCOL_VERSION, __version__
 from ..core import budget as B
 from ..core import figures as F
 from ..core import advice as ADV
@@ -67,26 +66,24 @@ from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..core.paths import validate_session_id
-from ..core.recall_query import RecallQueryError, parse_recall
 from ..core.redact import redact, redact_obj
-from ..protocol import _errors as E
 from ..protocol import _methods as M
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
-from ..store import backlog as tri_backlog
 from ..store import hook_writes, ops, queries, session_reads
-from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
+from ..store.db import Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
 from . import compaction, compress, cost as COST, derive as DV, files
-from . import report as report_svc
 from . import lessons as lessons_svc
 from . import residency as residency_svc
+from .advice import files_changed, near_autocompact, pending_advice, with_reason, working_tokens
+from . import reads
 from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
-from .state import SessionState, dump, load
+from .state import SessionState, dump
 
 log = structlog.get_logger("ctxlifed.service")
 
@@ -152,7 +149,7 @@ class Service:
         assert self._tg is not None
         self._tg.start_soon(self.backlog.run, self._derive)
 
-    async def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Side work awaited in the request (ordering matters) that must still never fail it."""
         try:
             return await fn(*args)
@@ -185,19 +182,9 @@ class Service:
         """Answer one request: the route of ``dispatch.ROUTES`` for ``method``."""
         return await dispatch_request(self, method, params, rid)
 
-    async def lessons(self, p: M.LessonsParams) -> M.LessonsResult:
-        project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
-        found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
-        return M.LessonsResult(markdown=LS.render_lessons_md(found) if found else "No lessons recorded yet.",
-                               lessons=[msgspec.to_builtins(x) for x in found])
-
-    async def compactions(self, p: M.CompactionsParams) -> M.CompactionsResult:
-        project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
-        reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
-        return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
-
-    async def report(self, p: M.ReportParams) -> M.ReportResult:
-        return await report_svc.report(self, p)
+    async def recall(self, p: M.RecallParams) -> M.RecallResult:
+        """``recall`` without the wait for the backlog (tests and in-process callers)."""
+        return await reads.recall(p, readers=self.readers, trigram=self.writer.trigram, clock=self.clock)
 
     @property
     def derive_stalled(self) -> bool:
@@ -463,7 +450,7 @@ class Service:
         if ended_phase is not None:
             # Ledger first, then the advice: a /compact at this boundary loses nothing the ledger lacks.
             n, name, started = ended_phase
-            written = await self._guarded(self.ledgers.write_phase, st.session, st.project, n, name, started, now,
+            written = await self.guarded(self.ledgers.write_phase, st.session, st.project, n, name, started, now,
                                           "phase switch")
             why = f"phase switch {name} → {phase_now}" + ("; ledger written" if written else "")
             await self._advise_compact(st, budget, "boundary", f"compact:phase:{st.phase_index}", why, now)
@@ -478,13 +465,13 @@ class Service:
             await self._advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
                                        f"Working zone at {F.percent(budget.working_pct)}"
                                        f" (level {F.level_name(budget.level)})"
-                                       + _with_reason(COST.compact_reason(st, budget, self.cfg)), now)
+                                       + with_reason(COST.compact_reason(st, budget, self.cfg)), now)
         # After the level advice: the more urgent one wins the single advice slot.
         if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
             # Claude Code's summary drops is still in L2/L3.
             st.emergency_at = st.compactions
-            await self._guarded(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
+            await self.guarded(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                                 st.phase_started, now, "emergency checkpoint: auto-compaction is near")
             self.spawn(self.ledgers.write_decisions, st.project)
             await self._advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
@@ -638,7 +625,7 @@ class Service:
         single slot (core/advice.py). It is recorded as delivered when an answer carries it."""
         st.advice_lines[adv.kind] = adv.line
         if ADV.debounced(adv, delivered=st.advised, last_of_kind=st.advice_at.get(adv.kind), now=now,
-                         pending=_pending_advice(st)):
+                         pending=pending_advice(st)):
             return
         st.pending_advice, st.pending_advice_key = adv.text, adv.key
         st.pending_advice_kind, st.pending_advice_urgency = adv.kind, adv.urgency
@@ -648,7 +635,7 @@ class Service:
         """Suggest ``/compact <focus>`` when it pays (core/advice.py, docs/advice.md)."""
         if budget is None:
             return
-        working, fixed = _working_tokens(budget), budget.zones[0].used
+        working, fixed = working_tokens(budget), budget.zones[0].used
         got = ADV.compact_cause(level=int(budget.level) if cause != "boundary" else 0,
                                 near_autocompact=cause == "near", at_boundary=cause == "boundary",
                                 working_tokens=working, fixed_tokens=fixed)
@@ -668,7 +655,7 @@ class Service:
         session's constraints and open items (most recent first)."""
         rows = await self.readers.run(partial(session_reads.focus_rows, st.session, st.project))
         return MX.FocusState(
-            files=_files_changed(st),
+            files=files_changed(st),
             failing_tests=list(st.failing_ids),
             decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
             constraints=[r["text"] for r in rows["constraint"]],
@@ -729,7 +716,7 @@ class Service:
                 command="ask for a subagent to do the rest of this sweep (only its summary enters the window)"), now)
         if event == "UserPromptSubmit":
             prompt = s(payload.get("prompt"))
-            working = _working_tokens(budget) if budget is not None else 0
+            working = working_tokens(budget) if budget is not None else 0
             topic = ""
             if prompt and working >= ADV.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
                 # The work so far, read from the archive (never kept in the session state: forget
@@ -757,24 +744,6 @@ class Service:
     def is_stale(self, row: dict[str, Any]) -> bool:
         return PD.is_stale(row["phases_since"], row["sessions_since"], stale_phases=self.cfg.pending_stale_phases,
                            stale_sessions=self.cfg.pending_stale_sessions)
-
-    async def pending(self, p: M.PendingParams) -> M.PendingResult:
-        """``ctxlifectl pending``: the project's pending items (current, stale; closed with ``all``), or
-        close one (``resolve``: the ``#N`` it is shown with)."""
-        project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
-        resolved = None
-        if p.resolve is not None:
-            got = await self.writer.run(partial(ops.resolve_pending_ref, ref=p.resolve, project=project, ts=self.clock()))
-            if got is None:
-                raise E.NotFound(f"no pending item #{p.resolve}" + (f" in project {project}" if project else ""))
-            resolved = p.resolve
-        rows = await self.readers.run(partial(queries.pending_items, project=project, session=p.session,
-                                              status=None if p.all else "open", limit=max(1, min(p.limit, 500))))
-        views = [M.PendingView(id=r["ref"], text=r["text"], session=r["session"], project=r["project"], ts=r["ts"],
-                               phase=r["phase"], status=r["status"], resolution=r["resolution"],
-                               stale=r["status"] == "open" and self.is_stale(r)) for r in rows]
-        return M.PendingResult(markdown=PD.render_pending_list(views, ctl=ctl_command(), resolved=resolved),
-                               items=views, resolved=resolved)
 
     # -- compression ---------------------------------------------------------------------------
     async def _compress(self, st: SessionState, level: Level, now: float, *, precompact: bool = False) -> None:
@@ -871,192 +840,11 @@ class Service:
             st.last_briefing = ""
         return ctx
 
-    # -- status --------------------------------------------------------------------------------
-    def session_view(self, row: dict[str, Any], *, where: bool = False, survival: bool = False) -> M.SessionView:
-        st = self.sessions.get(row["session"]) or load(row["state"])
-        v = M.SessionView(session=row["session"], project=row["project"], events=row["events"],
-                          first_ts=row["first_ts"], last_ts=row["last_ts"], phase=row["phase"],
-                          phase_since=row["phase_since"], model=row["model"], ended=row["ended_ts"] is not None)
-        if st is None:
-            return v
-        v.phase, v.phase_since, v.model = st.phase.phase, st.phase.since, st.model
-        b = self._budget(st)
-        if b is not None:
-            v.window, v.context_tokens, v.estimated = b.window, b.context_tokens, b.estimated
-            v.zones = [M.ZoneView(name=z.name, capacity=z.capacity, used=z.used, pct=round(z.pct, 4)) for z in b.zones]
-            v.working_pct, v.level = round(b.working_pct, 4), int(b.level)
-            v.autocompact_at, v.tokens_to_autocompact = b.autocompact_at, b.tokens_to_autocompact
-        v.advice = advice_for(st, b, self.matrix, reason=COST.compact_reason(st, b, self.cfg))
-        v.cost = COST.view(st, b, self.cfg)
-        v.autocompact_env = COST.overrides(st)
-        v.compression = compress.view(st.compressed)
-        if where:
-            v.where = compaction.where(st)
-        if survival:
-            v.survival = compaction.survival(st)
-        return v
-
-    async def status(self, p: M.StatusParams) -> M.StatusResult:
-        project = files.project_root(p.cwd) if p.cwd and not p.project else p.project
-        rows = await self.readers.run(partial(queries.sessions, project=project, session=p.session, limit=max(1, min(p.limit, 200))))
-        st = await self.readers.run(queries.stats)
-        db = self.paths.db
-        size = _size(db)
-        return M.StatusResult(
-            version=__version__, protocol=PROTOCOL_VERSION, pid=os.getpid(),
-            uptime_s=round(time.monotonic() - self.started, 3), socket=self.paths.socket, db_path=db,
-            db_bytes=size, wal_bytes=_size(db + "-wal"), archive_items=st["archive_items"], events=st["events"],
-            spool_ingested=self.spool_ingested, fts_trigram=self.writer.trigram,
-            derive_pending=self.backlog.pending(), index_pending=await self.readers.run(tri_backlog.pending),
-            derive_failed=self.backlog.failed, maintenance_failed=self.writer.idle_failures,
-            maintenance_error=self.writer.last_idle_error if self.writer.idle_failures else "",
-            # the residency block and compact instructions: the first (current) session only (they read files)
-            sessions=[await self._session_view_full(r, p) if i == 0 else
-                      self.session_view(r, where=p.where, survival=p.survival) for i, r in enumerate(rows)],
-        )
-
-    async def _session_view_full(self, row: dict[str, Any], p: M.StatusParams) -> M.SessionView:
-        v = self.session_view(row, where=p.where, survival=p.survival)
-        st = self.sessions.get(row["session"]) or load(row["state"]) if (p.residency or p.compact_instructions) else None
-        if st is not None and p.residency:
-            v.residency = residency_svc.view(await residency_svc.report(self, st))
-        if st is not None and p.compact_instructions:
-            v.compact_instructions = await residency_svc.compact_section(self, st)
-        return v
-
-    # -- recall --------------------------------------------------------------------------------
-    async def recall(self, p: M.RecallParams) -> M.RecallResult:
-        if p.id is not None:
-            item = await self.readers.run(partial(queries.get_archive, aid=p.id))
-            if item is None:
-                raise E.NotFound(f"no archived item with id {p.id}")
-            md = (f"# #{item['id']} · {item['kind']}" + (f" · {item['phase']}" if item["phase"] else "")
-                  + f" · session {item['session'][:8]}\n\n{item['text']}")
-            return M.RecallResult(markdown=md, total=1, text=item["text"], hits=[_hit_view(item)])
-        try:
-            q = parse_recall(p.query)
-        except RecallQueryError as exc:
-            raise E.BadQuery(str(exc)) from None
-        project = None if (p.all_projects or q.all_projects) else (p.project or (files.project_root(p.cwd) if p.cwd else None))
-        session = p.session or q.session
-        if q.id is not None:
-            return await self.recall(M.RecallParams(id=q.id))
-        if q.timeline:
-            spans = await self.readers.run(lambda c: session_reads.timeline(c, project=project, session=session,
-                                                                     current=session or session_reads.LATEST))
-            return M.RecallResult(markdown=R.render_timeline(spans, self.clock()), total=len(spans))
-        if q.decisions and not q.words and not q.phrases:
-            rows = await self.readers.run(partial(queries.items, project=project, kind="decision", status=None,
-                                                  session=session, limit=200))
-            md = R.render_decisions([(r["archive_id"] or r["id"], r["ts"], r["text"]) for r in rows], p.cap_tokens,
-                                    ctl=ctl_command())
-            return M.RecallResult(markdown=md, total=len(rows))
-        kinds: tuple[str, ...] | None = None
-        if q.decisions:
-            kinds = ("decision",)
-        elif q.lessons:
-            kinds = ("lesson",)
-        elif q.kind:
-            kinds = (q.kind,)
-        try:
-            hits, total = await self.readers.search(partial(
-                queries.search, words=q.words, phrases=q.phrases, project=project, session=session, phase=q.phase,
-                kinds=kinds, limit=p.limit, trigram=self.writer.trigram))
-        except QueryTooBroadError as exc:
-            raise E.QueryTooBroad(f"query too broad: {exc}; narrow it (fewer or more specific words, a project,"
-                                  " a session, a phase: or type: filter)",
-                                  data={"reason": exc.reason, "limit": exc.limit}) from None
-        terms = [*q.words, *q.phrases]
-        views = []
-        rh = []
-        for h in hits:
-            snip = SUM.snippet(h.get("window", ""), terms) if terms else ""
-            views.append(M.RecallHitView(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"],
-                                         kind=h["kind"], phase=h["phase"], tool=h["tool"], summary=h["summary"],
-                                         snippet=snip, score=round(float(h["score"]), 3),
-                                         superseded_by=h.get("superseded_by")))
-            rh.append(R.RecallHit(id=h["id"], session=h["session"], project=h["project"], ts=h["ts"], kind=h["kind"],
-                                  phase=h["phase"], tool=h["tool"], summary=h["summary"], snippet=snip,
-                                  score=float(h["score"])))
-        page = None
-        if q.phase and not terms and kinds is None:
-            # phase:<p> asks what that phase handed off: its page first, then the archive rows.
-            page = await self.readers.run(partial(queries.phase_page, project=project, session=session, phase=q.phase))
-        if page is not None:
-            head = R.render_phase_page(page["id"], page["path"], page["text"], cap_tokens=p.cap_tokens // 2,
-                                       ctl=ctl_command())
-            rest = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens - estimate_tokens(head) - 2, total=total,
-                                   ctl=ctl_command()) if rh else ""
-            md = "\n\n".join(x for x in (head, rest) if x)
-            views.insert(0, _hit_view({"id": page["id"], "session": page["session"] or "", "project": page["project"],
-                                       "ts": page["ts"], "kind": "ledger", "phase": q.phase, "tool": None,
-                                       "summary": page["path"]}))
-            return M.RecallResult(markdown=md, total=total + 1, hits=views, project=project)
-        md = R.render_recall(rh, p.query, cap_tokens=p.cap_tokens, total=total, ctl=ctl_command())
-        return M.RecallResult(markdown=md, total=total, hits=views, project=project)
-
-    # -- phase / forget ------------------------------------------------------------------------
-    async def phase_set(self, p: M.PhaseSetParams) -> M.PhaseSetResult:
-        canonical = PH.parse_phase(p.phase)
-        if canonical is None:
-            raise E.InvalidParams(f"unknown phase {p.phase!r}; one of planning, design, implementation, testing, review")
-        sid = p.session
-        if sid is None:
-            project = files.project_root(p.cwd) if p.cwd else None
-            rows = await self.readers.run(partial(queries.sessions, project=project, limit=1))
-            if not rows:
-                raise E.NotFound("no session known for this project yet; pass --session")
-            sid = rows[0]["session"]
-        rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
-        if not rows and sid not in self.sessions:
-            raise E.NotFound(f"unknown session {sid}")
-        now = self.clock()
-        async with self.registry.lock(sid):
-            st = await self.registry.state(sid, rows[0]["project"] if rows else "", "", now)
-            old = st.phase.phase
-            try:
-                st.phase, switch = PH.set_phase(st.phase, p.phase, now, cause="manual")
-            except ValueError as exc:
-                raise E.InvalidParams(str(exc)) from None
-            if switch is not None:
-                n, started = st.phase_index, st.phase_started
-                st.phase_index += 1
-                st.phase_started = now
-                await self.writer.run(partial(hook_writes.store_switch_and_state, session_row(st), switch))
-                self.spawn(self.ledgers.write_phase, st.session, st.project, n, old, started, now, "manual phase switch")
-        return M.PhaseSetResult(session=sid, phase=st.phase.phase, changed=switch is not None)
-
     async def _end_ledgers(self, session: str, project: str, n: int, phase: str, started: float, now: float) -> None:
         """SessionEnd: the last phase's page, then the roll-up of old session pages (when configured)."""
         await self.ledgers.write_phase(session, project, n, phase, started, now, "session end")
         if self.cfg.memory_keep_sessions > 0:
             await self.ledgers.prune(project, self.cfg.memory_keep_sessions)
-
-    async def memory_prune(self, p: M.MemoryPruneParams) -> M.MemoryPruneResult:
-        project = p.project or (files.project_root(p.cwd) if p.cwd else None)
-        if not project:
-            raise E.InvalidParams("give project or cwd")
-        keep = self.cfg.memory_keep_sessions if p.keep is None else p.keep
-        if keep < 0:
-            raise E.InvalidParams("keep must not be negative")
-        r = await self.ledgers.prune(project, keep, dry_run=p.dry_run)
-        return M.MemoryPruneResult(
-            project=project, rolled_up=r["rolled_up"], sessions=r["sessions"], history=r["history"],
-            reason=r["reason"], kept=[M.MemoryKeptView(path=k["path"], why=k["why"]) for k in r["kept"]],
-            markdown=_prune_markdown(r, keep, p.dry_run))
-
-    async def forget(self, p: M.ForgetParams) -> M.ForgetResult:
-        if p.id is None and p.session is None and p.project is None:
-            raise E.InvalidParams("forget needs one of id, session, project")
-        ev, ar, texts = await self.writer.run(partial(ops.forget, id=p.id, session=p.session, project=p.project))
-        if texts:
-            await self._guarded(self.ledgers.forget_decisions, texts)
-        if p.session:
-            self.registry.drop(p.session)
-        if p.project:
-            self.registry.drop_project(p.project)
-        await self.writer.checkpoint("TRUNCATE")
-        return M.ForgetResult(events=ev, archive=ar)
 
     # -- spool ---------------------------------------------------------------------------------
     async def ingest_spool(self) -> int:
@@ -1162,20 +950,6 @@ def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element],
                        edits=tuple(edits[:64]), done=tuple(done), settled=tuple(settled), answers=tuple(answers))
 
 
-def _prune_markdown(r: dict[str, Any], keep: int, dry_run: bool) -> str:
-    """What ``memory prune`` did (or would do), for humans."""
-    if r["reason"]:
-        return f"Nothing pruned: {r['reason']}."
-    verb = "would roll up" if dry_run else "rolled up"
-    lines = [f"Kept the {keep} newest session folder{'' if keep == 1 else 's'}; {verb} {len(r['rolled_up'])}"
-             f" page{'' if len(r['rolled_up']) == 1 else 's'} of {len(r['sessions'])} older"
-             f" session{'' if len(r['sessions']) == 1 else 's'}"
-             + (f" into {r['history']}." if r["history"] else ".")]
-    for k in r["kept"]:
-        lines.append(f"- kept {k['path']}: {k['why']}")
-    return "\n".join(lines)
-
-
 def _decode_spool_line(line: bytes) -> Any:
     """One spool line; text that is not valid Unicode (a lone surrogate, bytes that are not UTF-8:
     the shim writes what Claude Code gave it) is decoded with U+FFFD, as over the socket."""
@@ -1188,68 +962,9 @@ def _decode_spool_line(line: bytes) -> Any:
         return msgspec.json.decode(fixed)
 
 
-def near_autocompact(b: B.Budget) -> bool:
-    """Claude Code's auto-compaction is close: within 3 % of the window (at least 10,000 tokens)."""
-    return b.tokens_to_autocompact <= max(10_000, b.window * 3 // 100)
-
-
-def _with_reason(reason: str) -> str:
-    return f"; {reason}" if reason else ""
-
-
-def advice_for(st: SessionState, b: B.Budget | None, matrix: MX.Matrix = MX.DEFAULT, *,
-               reason: str = "") -> list[str]:
-    """Release advice following the chapter's decision tree, most relevant first; the same rules as the
-    advice delivered in the session (core/advice.py).
-
-    Need the earlier work? No: /clear (free, cleanest). Yes, but the last steps went wrong: /rewind
-    (cache-friendly). Yes: /compact <focus>, only where it pays. Large reads: a subagent, so only its
-    summary enters the window.
-    ``reason``: what /compact would save (``service.cost.compact_reason``), given with the /compact advice.
-    """
-    if b is None:
-        return ["no usage figures yet (the transcript has no assistant response)"]
-    out: list[str] = []
-    pct = F.percent(b.working_pct)
-    focus = "/compact " + MX.focus_line(st.phase.phase, MX.FocusState(
-        files=_files_changed(st), failing_tests=list(st.failing_ids)), matrix)
-    if near_autocompact(b):
-        out.append(f"auto-compaction is {F.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
-    for kind in ("rewind", "clear", "subagent"):
-        if kind in st.advice_lines:
-            out.append(st.advice_lines[kind])
-    if b.level >= Level.L0_L1:
-        out.append(f"Working zone at {pct} ({F.level_name(b.level)}): {focus}{_with_reason(reason)}")
-    big = [x for x in st.acc.largest if x.tokens >= 10_000 and x.kind in ("file_reads", "tool")][:1]
-    if big and "subagent" not in st.advice_lines:
-        out.append(f"large reads ({big[0].label}: {F.tokens(big[0].tokens)} tokens) cost every turn: "
-                   "delegate such reads to a subagent so only its summary enters the window")
-    if not out:
-        out.append(f"Working zone at {pct}: no action needed")
-    return out
-
-
 @functools.lru_cache(maxsize=8)
 def _matrix_for(overrides: tuple[tuple[str, str, str], ...]) -> MX.Matrix:
     return MX.with_overrides(MX.DEFAULT, overrides) if overrides else MX.DEFAULT
-
-
-def _files_changed(st: SessionState) -> list[str]:
-    """This phase's changed files, most recent first, relative to the project when inside it."""
-    root = st.project.rstrip(os.sep) + os.sep if st.project else ""
-    return [f[len(root):] if root and f.startswith(root) else f for f in reversed(st.files_touched)]
-
-
-def _working_tokens(b: B.Budget) -> int:
-    """What the Working zone holds (uncapped)."""
-    return int(b.working_pct * b.zones[2].capacity)
-
-
-def _pending_advice(st: SessionState) -> ADV.Advice | None:
-    if not st.pending_advice:
-        return None
-    return ADV.Advice(kind=st.pending_advice_kind, key=st.pending_advice_key, reason="", command="",
-                      urgency=st.pending_advice_urgency)
 
 
 def _redact_delta(delta: T.TranscriptDelta) -> T.TranscriptDelta:
@@ -1274,18 +989,6 @@ def _element_from_row(r: tuple) -> Element:
     return Element(uid=str(r[0]), kind=kind, text=text, ts=r[3], tool=r[4], file_path=r[5],
                    command=command if command is None or "\n" not in command else command.split("\n", 1)[0],
                    is_error=is_error, passed=passed, tokens=estimate_tokens(text))
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _hit_view(item: dict[str, Any]) -> M.RecallHitView:
-    return M.RecallHitView(id=item["id"], session=item["session"], project=item["project"], ts=item["ts"],
-                           kind=item["kind"], phase=item["phase"], tool=item["tool"], summary=item["summary"])
 
 
 async def _no_pause() -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import PROTOCOL_VERSION, __version__
 from ..protocol import _errors as errors
 from ..protocol import _methods as methods
-from . import derive
+from . import derive, reads
 
 if TYPE_CHECKING:
     from .app import Service
@@ -55,11 +55,41 @@ async def _shutdown(svc: Service, p: Any, rid: Any) -> methods.ShutdownResult:
     return methods.ShutdownResult()
 
 
-def _read(name: str) -> Handler:
-    async def handler(svc: Service, p: Any, rid: Any) -> Any:
-        return await getattr(svc, name)(p)
-    handler.__name__ = name
-    return handler
+async def _status(svc: Service, p: methods.StatusParams, rid: Any) -> methods.StatusResult:
+    return await reads.status(svc, p)
+
+
+async def _recall(svc: Service, p: methods.RecallParams, rid: Any) -> methods.RecallResult:
+    return await reads.recall(p, readers=svc.readers, trigram=svc.writer.trigram, clock=svc.clock)
+
+
+async def _phase_set(svc: Service, p: methods.PhaseSetParams, rid: Any) -> methods.PhaseSetResult:
+    return await reads.phase_set(p, registry=svc.registry, readers=svc.readers, writer=svc.writer, clock=svc.clock,
+                                 ledgers=svc.ledgers, spawn=svc.spawn)
+
+
+async def _forget(svc: Service, p: methods.ForgetParams, rid: Any) -> methods.ForgetResult:
+    return await reads.forget(p, registry=svc.registry, writer=svc.writer, ledgers=svc.ledgers, guarded=svc.guarded)
+
+
+async def _pending(svc: Service, p: methods.PendingParams, rid: Any) -> methods.PendingResult:
+    return await reads.pending(p, readers=svc.readers, writer=svc.writer, clock=svc.clock, is_stale=svc.is_stale)
+
+
+async def _lessons(svc: Service, p: methods.LessonsParams, rid: Any) -> methods.LessonsResult:
+    return await reads.lessons(svc, p)
+
+
+async def _memory_prune(svc: Service, p: methods.MemoryPruneParams, rid: Any) -> methods.MemoryPruneResult:
+    return await reads.memory_prune(p, ledgers=svc.ledgers, keep_sessions=svc.cfg.memory_keep_sessions)
+
+
+async def _compactions(svc: Service, p: methods.CompactionsParams, rid: Any) -> methods.CompactionsResult:
+    return await reads.compactions(svc, p)
+
+
+async def _report(svc: Service, p: methods.ReportParams, rid: Any) -> methods.ReportResult:
+    return await reads.report(svc, p)
 
 
 ROUTES: dict[str, Route] = {
@@ -67,15 +97,15 @@ ROUTES: dict[str, Route] = {
     "ping": Route(_ping),
     "hello": Route(_hello),
     "shutdown": Route(_shutdown),
-    "status": Route(_read("status"), derive.READ_WAIT_S),
-    "recall": Route(_read("recall"), derive.READ_WAIT_S),
-    "phase.set": Route(_read("phase_set"), derive.READ_WAIT_S),
-    "forget": Route(_read("forget"), None),
-    "pending": Route(_read("pending"), derive.READ_WAIT_S),
-    "lessons": Route(_read("lessons"), derive.READ_WAIT_S),
-    "memory.prune": Route(_read("memory_prune"), derive.READ_WAIT_S),
-    "compactions": Route(_read("compactions"), derive.READ_WAIT_S),
-    "report": Route(_read("report"), derive.READ_WAIT_S),
+    "status": Route(_status, derive.READ_WAIT_S),
+    "recall": Route(_recall, derive.READ_WAIT_S),
+    "phase.set": Route(_phase_set, derive.READ_WAIT_S),
+    "forget": Route(_forget, None),
+    "pending": Route(_pending, derive.READ_WAIT_S),
+    "lessons": Route(_lessons, derive.READ_WAIT_S),
+    "memory.prune": Route(_memory_prune, derive.READ_WAIT_S),
+    "compactions": Route(_compactions, derive.READ_WAIT_S),
+    "report": Route(_report, derive.READ_WAIT_S),
 }
 
 
