@@ -56,17 +56,15 @@ import structlog
 from ..core import budget as B
 from ..core import figures as F
 from ..core import advice as ADV
-from ..core import classify, phase as PH, render as R, summarize as SUM
+from ..core import classify, render as R, summarize as SUM
 from ..core import matrix as MX
 from ..core.commands import EXPLORE_TOOLS, is_test_command
 from ..core import pending as PD
-from ..core import testfail
 from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
-from ..core.paths import validate_session_id
-from ..core.redact import redact, redact_obj
+from ..core.redact import redact
 from ..protocol import _methods as M
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
@@ -79,7 +77,7 @@ from . import compaction, compress, cost as COST, derive as DV, files
 from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .advice import files_changed, near_autocompact, pending_advice, with_reason, working_tokens
-from . import reads
+from . import pipeline, reads
 from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
@@ -220,22 +218,10 @@ class Service:
     # -- hook ----------------------------------------------------------------------------------
     async def hook(self, payload: dict[str, Any], *, rid: str | None = None, source: str = "hook",
                    ts: float | None = None) -> M.HookResult:
-        now = ts if ts is not None else self.clock()
-        redactions = 0
-        if self.cfg.redact:
-            payload, redactions = redact_obj(payload)
-        event = s(payload.get("hook_event_name")) or "Unknown"
-        cwd = s(payload.get("cwd"))
-        raw_sid = s(payload.get("session_id"))
-        try:
-            sid = validate_session_id(raw_sid)
-        except ValueError:
-            sid = ""
-        project = files.project_root(cwd) if cwd else "(unknown)"
-        blob = _enc.encode(payload)
-        row = ops.EventRow(session=sid or "_invalid", project=project, cwd=cwd, event=event,
-                           tool=s(payload.get("tool_name")) or None, ts=now, payload=blob,
-                           redactions=redactions, source=source, rid=rid)
+        incoming = pipeline.decode(payload, now=ts if ts is not None else self.clock(), redact=self.cfg.redact,
+                                   source=source, rid=rid)
+        payload, event, sid, project, cwd, now, row = (incoming.payload, incoming.event, incoming.sid,
+                                                       incoming.project, incoming.cwd, incoming.now, incoming.row)
         if not sid:
             await self.writer.run(partial(hook_writes.store_event_only, row))
             return M.HookResult()
@@ -341,35 +327,50 @@ class Service:
                            now: float, row: ops.EventRow | None, *, eid: int | None = None,
                            lesson: Any = None) -> M.HookResult:
         """Derive one event and store it (with the raw event when ``row``; else the event ``eid`` was
-        acknowledged before: clear its pending mark), then answer (inline only)."""
+        acknowledged before: clear its pending mark), then answer (inline only). The steps are named in
+        ``pipeline.py``."""
         deferred = eid is not None
         pause = self.backlog.pause if deferred else _no_pause
         st = await self.registry.state(sid, project, cwd, now)
-        elements = elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)
-        elements = [self._enrich(e) for e in elements]
-        main_chain = not s(payload.get("agent_id"))
-        if main_chain:
+        elements = self._elements_step(st, event, payload, now)
+        switch = pipeline.observe_phase(st, event, payload, now)
+        tdelta = await self._transcript_step(st, event, payload, elements, now, deferred=deferred, pause=pause)
+        found = pipeline.findings(st, event, payload, elements, now)
+        edge = pipeline.boundary(st, self._budget(st), switch, bool(tdelta and tdelta.boundaries), event, now)
+        stored, saved = await self._store_step(st, row, eid, now, elements, found, edge, switch,
+                                               deferred=deferred, pause=pause)
+        if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
+            return M.HookResult()
+        await self._after_commit(st, event, payload, edge, found.went_green, switch, now)
+        hint = await self._lessons_step(st, event, payload, stored, lesson, now, deferred=deferred, pause=pause)
+        answer = M.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
+        final = dump(st)
+        if final != saved:  # only when the answer or side work changed the session (rare per tool call)
+            await self.writer.run(partial(hook_writes.save_state, session_row(st, final)), low=deferred)
+        return answer
+
+    def _elements_step(self, st: SessionState, event: str, payload: dict[str, Any], now: float) -> list[Element]:
+        """The hook's own elements; the advice signals they carry (main chain only); a tool result a
+        hook delivered (its transcript copy is then only counted)."""
+        elements = [pipeline.enrich(e) for e in
+                    elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)]
+        if not s(payload.get("agent_id")):
             self._note_advice_signals(st, event, payload, elements, now)
-
-        # Phase signals.
-        signals: list[PH.Signal] = []
-        if event == "UserPromptSubmit":
-            signals = PH.signals_from_prompt(s(payload.get("prompt")))
-        elif event in ("PostToolUse", "PostToolUseFailure") and not s(payload.get("agent_id")):
-            signals = PH.signals_from_tool(s(payload.get("tool_name")), d(payload.get("tool_input")))
-        switch = None
-        if signals:
-            st.phase, switch = PH.observe(st.phase, signals, now)
-
         if event in ("PostToolUse", "PostToolUseFailure") and s(payload.get("tool_use_id")):
-            self.registry.note_hook_tool(sid, s(payload.get("tool_use_id")))
+            self.registry.note_hook_tool(st.session, s(payload.get("tool_use_id")))
+        return elements
 
-        # Transcript: usage, model, boundaries, assistant text.
+    async def _transcript_step(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
+                               now: float, *, deferred: bool,
+                               pause: Callable[[], Awaitable[None]]) -> T.TranscriptDelta | None:
+        """The transcript's new lines (usage, model, boundaries, assistant text) and what the event itself
+        says of them; the transcript's elements join ``elements``."""
         tpath = s(payload.get("transcript_path"))
         if tpath and not s(payload.get("agent_id")):
             st.transcript_path = tpath
         await pause()
-        tdelta = (await self._read_transcript(st, behind=self.backlog.pending(sid) - 1 if deferred else 0, pause=pause)
+        tdelta = (await self._read_transcript(st, behind=self.backlog.pending(st.session) - 1 if deferred else 0,
+                                              pause=pause)
                   if event not in ("PreToolUse",) else None)
         await pause()
         if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
@@ -385,73 +386,34 @@ class Service:
             for el in tdelta.elements:
                 if el.kind in TRANSCRIPT_KINDS and el.text:  # '' = a tool result a hook delivered
                     elements.append(el)
+        return tdelta
 
-        # Files and tests for the ledger; "tests green again" is a task boundary.
-        went_green = False
-        passed_tests: list[str] = []
-        passed_text: list[str] = []
-        for el in elements:
-            if el.kind is Kind.CODE_CHANGE and el.file_path:
-                st.note_file(el.file_path)
-            if el.kind is Kind.TEST_RESULT and el.command:
-                st.note_test(("PASS " if el.passed else "FAIL " if el.passed is False else "RAN ") + el.command)
-                if el.passed is False:
-                    st.tests_red = True
-                    st.note_failing(el.command, testfail.failure_lines(el.text))
-                elif el.passed:
-                    passed_tests += st.clear_failing(el.command, covers=_covers)
-                    passed_text.append(f"{el.command}\n{el.text[:PASSED_TEXT_CHARS]}")
-                    if st.tests_red:
-                        st.tests_red, went_green = False, True
-
-        # Facts: decisions, constraints, pending items from prompts and assistant text.
-        facts: list[Element] = []
-        for el in elements:
-            if el.kind in (Kind.PROMPT, Kind.ASSISTANT):
-                for kind, text in classify.detect_facts(el.text):
-                    facts.append(Element(uid=f"{el.uid}:fact:{len(facts)}", kind=kind, text=text, ts=now,
-                                         tokens=estimate_tokens(text)))
-        # The to-do list Claude keeps (TodoWrite): each open todo is a pending item; a completed one
-        # closes it (_closing_evidence).
-        for i, text in enumerate(_open_todos(event, payload)):
-            facts.append(Element(uid=f"{s(payload.get('tool_use_id')) or now}:todo:{i}", kind=Kind.PENDING, text=text,
-                                 ts=now, tokens=estimate_tokens(text)))
-
-        closing = _closing_evidence(event, payload, facts, passed_tests, passed_text,
-                                    [el.text for el in elements if el.kind in (Kind.PROMPT, Kind.ASSISTANT)])
-
-        budget = self._budget(st)
-        crossed = budget is not None and int(budget.level) > st.level
-        if budget is not None and int(budget.level) < st.level and (tdelta and tdelta.boundaries):
-            st.level = int(budget.level)
-
-        phase_now = st.phase.phase
-        ended_phase = None
-        if switch is not None:
-            ended_phase = (st.phase_index, switch.from_phase, st.phase_started)
-            st.phase_index += 1
-            st.phase_started = now
-            st.files_touched.clear()
-            st.tests.clear()
-        if event == "SessionEnd":
-            st.ended_ts = now
-
+    async def _store_step(self, st: SessionState, row: ops.EventRow | None, eid: int | None, now: float,
+                          elements: list[Element], found: pipeline.Findings, edge: pipeline.Boundary, switch: Any,
+                          *, deferred: bool, pause: Callable[[], Awaitable[None]]) -> tuple[int | None, bytes]:
+        """ONE writer job: the event (or its pending mark cleared), archive rows, facts, closed pending
+        items, the phase switch, the session state. Returns the event id (None: nothing stored) and the
+        state stored."""
+        phase_now = edge.phase_now
         summaries = [SUM.summarize(el) for el in elements]
         await pause()
-        job = partial(hook_writes.store_hook, row=row, eid=eid, now=now, elements=elements, facts=facts, phase=phase_now,
-                      switch=switch, priority=lambda el: classify.priority(el, phase_now, self.matrix),
-                      summaries=summaries, closing=closing)
+        job = partial(hook_writes.store_hook, row=row, eid=eid, now=now, elements=elements, facts=found.facts,
+                      phase=phase_now, switch=switch,
+                      priority=lambda el: classify.priority(el, phase_now, self.matrix),
+                      summaries=summaries, closing=found.closing)
         saved = dump(st)
         stored = await self.writer.run(partial(job, session=session_row(st, saved)), low=deferred)
-        if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
-            return M.HookResult()
+        return stored, saved
 
-        # After commit: side work and the answer.
-        if ended_phase is not None:
+    async def _after_commit(self, st: SessionState, event: str, payload: dict[str, Any], edge: pipeline.Boundary,
+                            went_green: bool, switch: Any, now: float) -> None:
+        """Side work after the commit: ledgers at boundaries, compression when the level rose, advice."""
+        budget, phase_now = edge.budget, edge.phase_now
+        if edge.ended_phase is not None:
             # Ledger first, then the advice: a /compact at this boundary loses nothing the ledger lacks.
-            n, name, started = ended_phase
+            n, name, started = edge.ended_phase
             written = await self.guarded(self.ledgers.write_phase, st.session, st.project, n, name, started, now,
-                                          "phase switch")
+                                         "phase switch")
             why = f"phase switch {name} → {phase_now}" + ("; ledger written" if written else "")
             await self._advise_compact(st, budget, "boundary", f"compact:phase:{st.phase_index}", why, now)
         if event == "SessionEnd":
@@ -459,7 +421,7 @@ class Service:
         if went_green and switch is None and phase_now in ("implementation", "testing"):
             await self._advise_compact(st, budget, "boundary", f"compact:green:{now:.0f}",
                                        "tests are green again after implementation work: a clean boundary", now)
-        if crossed and budget is not None:
+        if edge.crossed and budget is not None:
             await self._compress(st, Level(int(budget.level)), now)
             st.level = int(budget.level)
             await self._advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
@@ -472,36 +434,31 @@ class Service:
             # Claude Code's summary drops is still in L2/L3.
             st.emergency_at = st.compactions
             await self.guarded(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
-                                st.phase_started, now, "emergency checkpoint: auto-compaction is near")
+                               st.phase_started, now, "emergency checkpoint: auto-compaction is near")
             self.spawn(self.ledgers.write_decisions, st.project)
             await self._advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
                                        f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
                                        " emergency ledger written", now)
-        if main_chain:
+        if not s(payload.get("agent_id")):
             await self._advise_release(st, event, payload, budget, now)
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
             await self._compress(st, Level.L1_L2, now, precompact=True)
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "checkpoint before compaction")
-        hint = ""
-        if event in ("PostToolUse", "PostToolUseFailure"):
-            if deferred:  # the hint went with the acknowledgement
-                await pause()
-                await lessons_svc.advance(self, st, lesson if lesson is not None else
-                                          LS.classify_event(payload, event_id=stored, ts=now), now)
-            else:
-                hint = await lessons_svc.on_tool_event(self, st, payload, stored, now)
-        answer = M.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
-        final = dump(st)
-        if final != saved:  # only when the answer or side work changed the session (rare per tool call)
-            await self.writer.run(partial(hook_writes.save_state, session_row(st, final)), low=deferred)
-        return answer
 
-    def _enrich(self, el: Element) -> Element:
-        if el.kind is Kind.TEST_RESULT and el.passed is None:
-            return msgspec.structs.replace(el, passed=T.test_outcome(el.text, el.is_error))
-        return el
+    async def _lessons_step(self, st: SessionState, event: str, payload: dict[str, Any], stored: int, lesson: Any,
+                            now: float, *, deferred: bool, pause: Callable[[], Awaitable[None]]) -> str:
+        """Lessons from a tool result: advanced behind (the hint went with the acknowledgement), or the
+        hint for an inline answer."""
+        if event not in ("PostToolUse", "PostToolUseFailure"):
+            return ""
+        if deferred:
+            await pause()
+            await lessons_svc.advance(self, st, lesson if lesson is not None else
+                                      LS.classify_event(payload, event_id=stored, ts=now), now)
+            return ""
+        return await lessons_svc.on_tool_event(self, st, payload, stored, now)
 
     async def _read_transcript(self, st: SessionState, *, behind: int,
                                pause: Callable[[], Awaitable[None]]) -> T.TranscriptDelta | None:
@@ -753,7 +710,7 @@ class Service:
             return
         els = [_element_from_row(r) for r in rows]
         ranked = classify.rank(els, st.phase.phase, now, self.matrix,
-                               superseded=classify.superseded_failures(reversed(els), _covers))
+                               superseded=classify.superseded_failures(reversed(els), pipeline.covers))
         plan = classify.plan_compression(ranked, level)
         updates = []
         for rk in ranked:
@@ -896,58 +853,6 @@ class Service:
                     return None  # keep the file: retried later (request ids make the replay exact)
         os.unlink(work)
         return n
-
-
-PASSED_TEXT_CHARS = 16 * 1024  # of a passing run's output searched for the test names of pending items
-
-
-def _covers(success_cmd: str, failure_cmd: str) -> bool:
-    """A passing run of ``success_cmd`` shows ``failure_cmd``'s failures gone (lessons' test targets)."""
-    if success_cmd == failure_cmd:
-        return True
-    return LS.covers(LS.target_of("Bash", success_cmd), LS.target_of("Bash", failure_cmd))
-
-
-MAX_TODOS = 16  # open todos of one TodoWrite call kept as pending items
-
-
-def _open_todos(event: str, payload: dict[str, Any]) -> list[str]:
-    """The todos a main-agent TodoWrite call lists as not completed (one line each, bounded)."""
-    if event != "PostToolUse" or s(payload.get("agent_id")) or s(payload.get("tool_name")) != "TodoWrite":
-        return []
-    todos = d(payload.get("tool_input")).get("todos")
-    out = []
-    for t in todos if isinstance(todos, list) else []:
-        if isinstance(t, dict) and t.get("status") in ("pending", "in_progress") and s(t.get("content")).strip():
-            text = " ".join(s(t.get("content")).split())
-            out.append(text if len(text) <= classify.MAX_FACT_CHARS else text[: classify.MAX_FACT_CHARS - 1] + "…")
-    return out[:MAX_TODOS]
-
-
-def _closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], passed_tests: list[str],
-                      passed_text: list[str], said: list[str]) -> PD.Evidence:
-    """What this event says about open pending items (core/pending.py routes); ``said``: the texts of
-    its prompts and assistant messages."""
-    todos: list[str] = []
-    edits: list[tuple[str, str]] = []
-    done: list[str] = []
-    answers: list[str] = []
-    settled = [t for text in said[:PD.MAX_EVIDENCE] for t in PD.settled_topics(text)]
-    if event == "PostToolUse" and not s(payload.get("agent_id")):
-        tool, ti = s(payload.get("tool_name")), d(payload.get("tool_input"))
-        if tool == "TodoWrite" and isinstance(ti.get("todos"), list):
-            todos = [s(t.get("content")) for t in ti["todos"]
-                     if isinstance(t, dict) and t.get("status") == "completed" and s(t.get("content"))]
-        elif tool == "Edit":
-            edits = [(s(ti.get("old_string")), s(ti.get("new_string")))]
-        elif tool == "MultiEdit" and isinstance(ti.get("edits"), list):
-            edits = [(s(e.get("old_string")), s(e.get("new_string"))) for e in ti["edits"] if isinstance(e, dict)]
-    elif event == "UserPromptSubmit":
-        done = PD.done_statements(s(payload.get("prompt")))
-        answers = PD.answer_clauses(s(payload.get("prompt")))
-    return PD.Evidence(completed_todos=tuple(todos[:64]), decisions=tuple(f.text for f in facts if f.kind is Kind.DECISION),
-                       passed_tests=tuple(passed_tests), passed_text="\n".join(passed_text),
-                       edits=tuple(edits[:64]), done=tuple(done), settled=tuple(settled), answers=tuple(answers))
 
 
 def _decode_spool_line(line: bytes) -> Any:
