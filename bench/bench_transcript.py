@@ -26,7 +26,7 @@ from _common import (Daemon, adapt, call, dist, new_session, post_tool_use, proj
                      tool_output, transcript_turn)
 from _text import TextGen
 
-from ctxlifed.service.app import MAX_TRANSCRIPT_READ
+from ctxlifed.service.transcript_reader import MAX_TRANSCRIPT_READ
 
 
 def _grow_file(path: Path, size: int, session: str, cwd: str) -> int:

@@ -283,7 +283,7 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
     (a few ms of parsing and archiving per step, which hooks arriving meanwhile would wait for);
     the session's last queued one reads up to MAX_TRANSCRIPT_READ, so nothing is left behind: every
     turn is archived once and the context size is the transcript's last."""
-    from ctxlifed.service import app as APP
+    from ctxlifed.service import transcript_reader as reader
 
     reads = _spy_reads(monkeypatch)
     tr = _transcript(rig, monkeypatch, "t.jsonl")
@@ -292,7 +292,7 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
         await rig.svc.hook(rig.payload("SessionStart", source="startup", transcript_path=str(tr)))
         turns = 40  # of ~5 KB: ~200 KB, more than three INLINE_READ slices
         _write_turns(tr, turns, "the writer batches acknowledgements. " * 130, 40_000, 100)
-        assert tr.stat().st_size > 3 * APP.INLINE_READ
+        assert tr.stat().st_size > 3 * reader.INLINE_READ
         for i in range(6):
             await rig.svc.hook(rig.payload("UserPromptSubmit", prompt=f"go on {i}", transcript_path=str(tr)))
         assert rig.svc.backlog.pending(SID) == 6
@@ -300,7 +300,7 @@ async def test_a_derivation_catching_up_reads_a_bounded_slice_and_the_last_one_r
         rig.svc.start_deriver()
         assert await rig.svc.backlog.wait(None, 30)
         # the five catching up (each read starts with the cursor's anchor, the bytes before its offset)
-        assert reads[:5] and all(n <= APP.INLINE_READ + T.ANCHOR for n in reads[:5])
+        assert reads[:5] and all(n <= reader.INLINE_READ + T.ANCHOR for n in reads[:5])
         st = rig.svc.sessions[SID]
         assert st.cursor.offset == tr.stat().st_size  # the last one read the rest
         assert st.context_tokens == 40_000 + (turns - 1) * 100  # input + cache (the last turn)
@@ -314,9 +314,9 @@ async def test_a_transcript_seen_late_is_still_read_a_full_slice_an_event(
     """Far more transcript than the queued jobs would read in small slices (a long session the
     daemon meets late): each derivation reads up to MAX_TRANSCRIPT_READ, as before, so catching up
     takes as few events as it did."""
-    from ctxlifed.service import app as APP
+    from ctxlifed.service import transcript_reader as reader
 
-    monkeypatch.setattr(APP, "MAX_TRANSCRIPT_READ", 160 << 10)
+    monkeypatch.setattr(reader, "MAX_TRANSCRIPT_READ", 160 << 10)
     reads = _spy_reads(monkeypatch)
     tr = _transcript(rig, monkeypatch, "late.jsonl")
     _write_turns(tr, 200, "a long session met late. " * 200, 30_000, 1)  # ~1 MB: far more than 2 jobs read in 64 KB
@@ -329,8 +329,8 @@ async def test_a_transcript_seen_late_is_still_read_a_full_slice_an_event(
         rig.svc.start_deriver()
         assert await rig.svc.backlog.wait(None, 30)
         got = sum(reads)
-        assert got > 2 * APP.MAX_TRANSCRIPT_READ  # three full slices, not two 64 KB ones and a full one
-        assert rig.svc.sessions[SID].cursor.offset > 2 * APP.MAX_TRANSCRIPT_READ
+        assert got > 2 * reader.MAX_TRANSCRIPT_READ  # three full slices, not two 64 KB ones and a full one
+        assert rig.svc.sessions[SID].cursor.offset > 2 * reader.MAX_TRANSCRIPT_READ
         tg.cancel_scope.cancel()
 
 
@@ -371,7 +371,7 @@ async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
     FOLD_SLICE at a time and pauses between (replies go first): one 1 MB step was ~125 ms on the
     event loop. The result is the same as one fold: every turn archived once, the context size and
     cursor those of the last line."""
-    from ctxlifed.service import app as APP
+    from ctxlifed.service import transcript_reader as reader
 
     tr = _transcript(rig, monkeypatch, "big.jsonl")
     turns = 120  # ~600 KB: ~9 slices

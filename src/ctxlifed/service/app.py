@@ -64,7 +64,6 @@ from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
-from ..core.redact import redact
 from ..protocol import _methods as M
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
@@ -73,7 +72,7 @@ from ..store import hook_writes, ops, queries, session_reads
 from ..store.db import Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
-from . import compaction, compress, cost as COST, derive as DV, files
+from . import compaction, compress, cost as COST, derive as DV
 from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .advice import files_changed, near_autocompact, pending_advice, with_reason, working_tokens
@@ -82,6 +81,7 @@ from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
 from .state import SessionState, dump
+from .transcript_reader import TranscriptReader
 
 log = structlog.get_logger("ctxlifed.service")
 
@@ -99,18 +99,6 @@ WINDOW_KINDS = frozenset({Kind.PROMPT, *TRANSCRIPT_KINDS})
 # the model may want back by id. The conversation (prompts, assistant text) is what the summary
 # carries, and the facts in it that the summary lost are re-injected one by one at PostCompact.
 COMPACT_LISTED_KINDS = frozenset({Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
-MAX_TRANSCRIPT_READ = 1 << 20  # bytes per event, so a long transcript seen late never stalls a hook:
-# the rest is read on the next events (a line longer than this is skipped; hooks archived its content,
-# and its usage is counted from its head and tail)
-SKIP_READS = 32  # reads (of up to MAX_TRANSCRIPT_READ) an event may spend getting past one over-long line
-INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
-FOLD_SLICE = 64 << 10  # a larger read is parsed and folded this much at a time, pausing in between
-# A derivation with more of its session's jobs queued behind it (catching up after a burst) reads at
-# most INLINE_READ of complete lines when those jobs can read the rest: one step then stays a few ms on
-# the event loop and in the writer (1 MB of transcript was ~35 ms of parsing and redaction, then ~17 ms
-# of archiving, which the hooks arriving meanwhile waited for). The last job reads up to
-# MAX_TRANSCRIPT_READ, so the accounting catches up when the backlog does. A transcript seen late (far
-# more bytes than the queued jobs would read in slices) is read MAX_TRANSCRIPT_READ an event, as before.
 _enc = msgspec.json.Encoder()
 
 
@@ -129,6 +117,8 @@ class Service:
         self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
         self.ledgers = LedgerWriter(self)
+        self.transcripts = TranscriptReader(lambda: self.cfg, self.registry.hook_delivered,
+                                            lambda st, post_tokens: compaction.boundary_seen(self, st, post_tokens))
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
         self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
@@ -369,7 +359,7 @@ class Service:
         if tpath and not s(payload.get("agent_id")):
             st.transcript_path = tpath
         await pause()
-        tdelta = (await self._read_transcript(st, behind=self.backlog.pending(st.session) - 1 if deferred else 0,
+        tdelta = (await self.transcripts.read(st, behind=self.backlog.pending(st.session) - 1 if deferred else 0,
                                               pause=pause)
                   if event not in ("PreToolUse",) else None)
         await pause()
@@ -460,110 +450,8 @@ class Service:
             return ""
         return await lessons_svc.on_tool_event(self, st, payload, stored, now)
 
-    async def _read_transcript(self, st: SessionState, *, behind: int,
-                               pause: Callable[[], Awaitable[None]]) -> T.TranscriptDelta | None:
-        """Read and fold the transcript's new complete lines. ``behind``: this session's jobs queued
-        after this derivation (see INLINE_READ); ``pause``: the derivation's pause between slices.
-        A line longer than a read (a pasted screenshot) is read past in the same event, up to
-        SKIP_READS reads, so the lines after it count at once."""
-        if not st.transcript_path:
-            return None
-        real = files.transcript_allowed(st.transcript_path, self.cfg.allowed_transcript_roots())
-        if real is None:
-            st.transcript_error = "transcript outside the allowed roots; not read"
-            return None
-        out: T.TranscriptDelta | None = None
-        for _ in range(SKIP_READS):
-            data = await self._read_new(st, real, behind)
-            if not data:
-                break
-            if out is None:
-                out = T.TranscriptDelta()
-            await self._fold_slices(st, data, out, pause)
-            if not st.cursor.skipping:
-                break
-            await pause()
-        return out
-
-    async def _read_new(self, st: SessionState, real: str, behind: int) -> bytes | None:
-        """The transcript's bytes from ``st.cursor.offset`` (how many: see INLINE_READ). The
-        cursor's anchor, the bytes just before the offset, is read with them: when it is not there
-        any more the file was rewritten or replaced (a longer one too) and is read again from 0."""
-        anchor = len(st.cursor.anchor)
-        offset = st.cursor.offset
-        raw, size, restarted = files.read_from(real, offset - anchor, INLINE_READ + anchor)
-        if size < 0:
-            return None
-        data = None if restarted else T.resume(st.cursor, raw)
-        if data is None:  # shrunk, rewritten or replaced: from the start
-            log.info("transcript_restarted", session=st.session, offset=offset, size=size)
-            st.cursor = T.TranscriptCursor()
-            offset = 0
-            if not restarted:
-                raw, size, _r = files.read_from(real, 0, INLINE_READ)
-            data = raw[:INLINE_READ]
-        sliced = behind > 0 and size - offset <= behind * INLINE_READ + MAX_TRANSCRIPT_READ and b"\n" in data
-        if len(data) == INLINE_READ and size > offset + INLINE_READ and not sliced:
-            more, size, _r = await anyio.to_thread.run_sync(
-                files.read_from, real, offset + INLINE_READ, MAX_TRANSCRIPT_READ - INLINE_READ)
-            data += more
-        return data
-
-    async def _fold_slices(self, st: SessionState, data: bytes, out: T.TranscriptDelta,
-                           pause: Callable[[], Awaitable[None]]) -> None:
-        """Fold ``data`` FOLD_SLICE of complete lines at a time, with a pause between (a derivation
-        yields to replies): 1 MB in one go was ~125 ms on the event loop. Each slice folds exactly as
-        a separate read would (reads come in arbitrary chunks anyway); ``out`` gets the elements and
-        boundaries of all of them."""
-        pos, n = 0, len(data)
-        while True:
-            end = n
-            if n - pos > FOLD_SLICE:
-                cut = data.rfind(b"\n", pos, pos + FOLD_SLICE)
-                if cut < 0:  # a line longer than a slice: it goes whole
-                    cut = data.find(b"\n", pos + FOLD_SLICE)
-                end = n if cut < 0 else cut + 1
-            delta = await self._fold_transcript(st, data[pos:end])
-            out.elements += delta.elements
-            out.boundaries += delta.boundaries
-            pos = end
-            if pos >= n:
-                return
-            await pause()
-
-    async def _fold_transcript(self, st: SessionState, chunk: bytes) -> T.TranscriptDelta:
-        """Parse the complete lines of ``chunk`` (the transcript from ``st.cursor``) and fold them into
-        the session: model, usage, context size, accounting, compaction boundaries."""
-        # A line must be shorter than a read to be seen whole; a longer one is skipped (its usage
-        # counted from its head and tail), never waited for.
-        from_start = st.cursor.offset == 0
-        st.cursor, delta = T.feed(st.cursor, chunk, max_line=MAX_TRANSCRIPT_READ - 1)
-        seen = self.registry.hook_delivered(st.session)
-        if seen:
-            delta.elements = [msgspec.structs.replace(e, text="") if e.uid in seen else e for e in delta.elements]
-        if self.cfg.redact:
-            delta = _redact_delta(delta)
-        if delta.model:
-            st.model = delta.model
-        if delta.first_usage is not None and st.system_tokens is None:
-            st.system_tokens = delta.first_usage.context_tokens
-        ctx = T.context_after(delta, st.context_tokens)
-        if ctx is not None and delta.boundaries and ctx == delta.boundaries[-1].post_tokens and (
-                delta.compacted_last or delta.last_usage is None):
-            # A boundary's post tokens count the compacted messages only: the next request also
-            # carries the system prompt and tools (the fixed part), so the context is their sum.
-            st.context_tokens, st.estimated = ctx + (st.system_tokens or 0), True
-        elif ctx is not None:
-            st.context_tokens, st.estimated = ctx, False
-        st.acc = A.fold(st.acc, delta)
-        COST.fold(st, delta, self.cfg, from_start=from_start)
-        if delta.boundaries:
-            st.boundary_ts = delta.boundaries[-1].ts
-            st.ledger_tokens = 0
-            await compaction.boundary_seen(self, st, delta.boundaries[-1].post_tokens)
-        return delta
-
     def _budget(self, st: SessionState) -> B.Budget | None:
+        """The session's four-zone budget (None until usage figures are known)."""
         if st.context_tokens is None:
             return None
         window = B.window_for_model(st.model, self.cfg.window)
@@ -870,18 +758,6 @@ def _decode_spool_line(line: bytes) -> Any:
 @functools.lru_cache(maxsize=8)
 def _matrix_for(overrides: tuple[tuple[str, str, str], ...]) -> MX.Matrix:
     return MX.with_overrides(MX.DEFAULT, overrides) if overrides else MX.DEFAULT
-
-
-def _redact_delta(delta: T.TranscriptDelta) -> T.TranscriptDelta:
-    """Transcripts hold secrets too: redact every text a delta carries before it is kept anywhere."""
-    def red(text: str) -> str:
-        return redact(text)[0] if text else text
-
-    delta.elements = [msgspec.structs.replace(e, text=red(e.text), command=red(e.command) if e.command else e.command)
-                      for e in delta.elements]
-    delta.compact_summaries = [red(x) for x in delta.compact_summaries]
-    delta.injected = [msgspec.structs.replace(i, text=red(i.text)) for i in delta.injected]
-    return delta
 
 
 def _element_from_row(r: tuple) -> Element:
