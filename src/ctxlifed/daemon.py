@@ -212,8 +212,8 @@ class Daemon:
                 for lst in listeners:
                     tg.start_soon(server.serve_listener, lst, tg)
                 await tg.start(self._signal_watch)
-                tg.start_soon(self._housekeeping, tg)
-                tg.start_soon(self._watch_files, tg)
+                tg.start_soon(self._housekeeping)
+                tg.start_soon(self._watch_files)
                 ready_ms = (time.monotonic() - t0) * 1000
                 log.info("ready", version=__version__, socket=self.paths.socket, db=self.paths.db,
                          activated=self.activated, pid=os.getpid(), ready_ms=round(ready_ms, 1),
@@ -228,13 +228,13 @@ class Daemon:
                 systemd.notify(f"READY=1\nSTATUS=serving on {self.paths.socket}\nMAINPID={os.getpid()}")
                 task_status.started(self)
                 await svc.stop_requested.wait()
-                await self._stop(listeners, tg)
+                await self._stop(listeners)
                 tg.cancel_scope.cancel()
         finally:
             self._close()
         return 0
 
-    async def _stop(self, listeners: list[Any], tg: anyio.abc.TaskGroup) -> None:
+    async def _stop(self, listeners: list[Any]) -> None:
         systemd.notify("STOPPING=1")
         t0 = time.monotonic()
         server = self.server
@@ -292,7 +292,7 @@ class Daemon:
                 assert self.service is not None
                 self.service.stop_requested.set()
 
-    async def _housekeeping(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _housekeeping(self) -> None:
         assert self.service is not None and self.writer is not None
         last_cp = time.monotonic()
         last_retention: float | None = None
@@ -339,7 +339,7 @@ class Daemon:
                     pass
                 last_cp = time.monotonic()
 
-    async def _watch_files(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _watch_files(self) -> None:
         from .watch import watch_loop
 
         assert self.service is not None

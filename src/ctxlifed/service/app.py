@@ -53,26 +53,26 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from ..core import budget as B
-from ..core import figures as F
-from ..core import advice as ADV
-from ..core import classify, render as R, summarize as SUM
-from ..core import matrix as MX
+from ..core import accounting
+from ..core import advice as advice_rules
+from ..core import budget as budgets
+from ..core import classify, figures, render, summarize
+from ..core import lessons as lesson_rules
+from ..core import matrix as matrix_rules
+from ..core import pending as pending_rules
+from ..core import transcript
 from ..core.commands import EXPLORE_TOOLS, is_test_command
-from ..core import pending as PD
-from ..core import transcript as T
 from ..core.events import d, elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
-from ..protocol import _methods as M
+from ..protocol import _methods as methods
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
 from ..store import hook_writes, ops, queries, session_reads
 from ..store.db import Readers, StorageFullError, Writer
-from ..core import accounting as A
-from ..core import lessons as LS
-from . import compaction, compress, cost as COST, derive as DV
+from . import compaction, compress, cost
+from . import derive as derivation
 from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .advice import files_changed, near_autocompact, pending_advice, with_reason, working_tokens
@@ -111,7 +111,7 @@ class Service:
         self.readers = readers
         self.clock = clock
         self.started = started if started is not None else time.monotonic()
-        self.backlog = DV.Backlog()
+        self.backlog = derivation.Backlog()
         self.registry = SessionRegistry(readers, self.backlog.pending)
         self.sessions = self.registry.sessions  # the same mapping: session id -> SessionState
         self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
@@ -123,7 +123,6 @@ class Service:
         self.stop_requested = anyio.Event()
         self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
         self._derive_failed_again = anyio.Event()  # set at each such failure: reads stop waiting
-        self.background: list[Callable[[], Any]] = []
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -157,20 +156,20 @@ class Service:
             self._tg.start_soon(guarded)
 
     @property
-    def ratios(self) -> B.ZoneRatios:
+    def ratios(self) -> budgets.ZoneRatios:
         z = self.cfg.zones
-        return B.ZoneRatios(system=z[0], ledger=z[1], working=z[2], buffer=z[3])
+        return budgets.ZoneRatios(system=z[0], ledger=z[1], working=z[2], buffer=z[3])
 
     @property
-    def thresholds(self) -> B.Thresholds:
+    def thresholds(self) -> budgets.Thresholds:
         t = self.cfg.thresholds
-        return B.Thresholds(l1=t[0], l2=t[1], l3=t[2])
+        return budgets.Thresholds(l1=t[0], l2=t[1], l3=t[2])
 
     async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
         """Answer one request: the route of ``dispatch.ROUTES`` for ``method``."""
         return await dispatch_request(self, method, params, rid)
 
-    async def recall(self, p: M.RecallParams) -> M.RecallResult:
+    async def recall(self, p: methods.RecallParams) -> methods.RecallResult:
         """``recall`` without the wait for the backlog (tests and in-process callers)."""
         return await reads.recall(p, readers=self.readers, trigram=self.writer.trigram, clock=self.clock)
 
@@ -207,17 +206,17 @@ class Service:
     # -- sessions ------------------------------------------------------------------------------
     # -- hook ----------------------------------------------------------------------------------
     async def hook(self, payload: dict[str, Any], *, rid: str | None = None, source: str = "hook",
-                   ts: float | None = None) -> M.HookResult:
+                   ts: float | None = None) -> methods.HookResult:
         incoming = pipeline.decode(payload, now=ts if ts is not None else self.clock(), redact=self.cfg.redact,
                                    source=source, rid=rid)
         payload, event, sid, project, cwd, now, row = (incoming.payload, incoming.event, incoming.sid,
                                                        incoming.project, incoming.cwd, incoming.now, incoming.row)
         if not sid:
             await self.writer.run(partial(hook_writes.store_event_only, row))
-            return M.HookResult()
+            return methods.HookResult()
         async with self.registry.ack_lock(sid):
             st = self.registry.touch(sid)
-            if st is not None and event in DV.DEFERRABLE:
+            if st is not None and event in derivation.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(payload, event, st, project, cwd, now, row)
             # Inline: what this event's answer depends on must be derived first, in order.
@@ -233,7 +232,7 @@ class Service:
                     raise
 
     async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
-                           now: float, row: ops.EventRow) -> M.HookResult:
+                           now: float, row: ops.EventRow) -> methods.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
         # Alone, the commit runs inline (no thread hops); among concurrent requests it joins the
         # writer thread's group commit, which runs next to the event loop instead of on it.
@@ -251,7 +250,7 @@ class Service:
                 pending = None
                 eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
         if not eid:  # a replay of an event already stored
-            return M.HookResult()
+            return methods.HookResult()
         tool_id = s(payload.get("tool_use_id"))
         if event in ("PostToolUse", "PostToolUseFailure") and tool_id:
             # Now, not at derivation: a derivation still queued may read this tool's result in the
@@ -260,7 +259,7 @@ class Service:
         lesson = None
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
-            lesson = LS.classify_event(payload if pending is None else compress.full_payload(payload, pending),
+            lesson = lesson_rules.classify_event(payload if pending is None else compress.full_payload(payload, pending),
                                        event_id=eid, ts=now)
             hint = await lessons_svc.hint_for(self, st, lesson)
         replaced = None
@@ -269,16 +268,16 @@ class Service:
                                              max_dir_bytes=self.cfg.compress_files_mb << 20)
             if replaced is not None:
                 st.note_compressed(replaced.kind, replaced.original_tokens, replaced.digest_tokens)
-                COST.note_live_compression(st, max(0, replaced.original_tokens - replaced.digest_tokens), self.cfg)
+                cost.note_live_compression(st, max(0, replaced.original_tokens - replaced.digest_tokens), self.cfg)
         elif event == "PostToolUseFailure":
             hint = "\n\n".join(x for x in (hint, compress.failure_note(payload)) if x)
         answer = await self._answer(event, payload, st, now, extra_ctx=hint,
                                     replace=replaced.fields if replaced is not None else None)
-        self.backlog.put(DV.Job(eid=eid, sid=st.session, project=project, cwd=cwd, event=event, ts=now,
+        self.backlog.put(derivation.Job(eid=eid, sid=st.session, project=project, cwd=cwd, event=event, ts=now,
                                 payload=payload, lesson=lesson))
         return answer
 
-    async def _derive(self, job: DV.Job) -> None:
+    async def _derive(self, job: derivation.Job) -> None:
         """Derive one acknowledged event (the deriver task; see derive.py)."""
         payload = job.payload
         if payload is None:
@@ -308,14 +307,14 @@ class Service:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
         rows = await self.readers.run(session_reads.pending_rows)
         for eid, sid, project, cwd, event, ts in rows:
-            self.backlog.put(DV.Job(eid=eid, sid=sid, project=project, cwd=cwd, event=event, ts=ts, payload=None))
+            self.backlog.put(derivation.Job(eid=eid, sid=sid, project=project, cwd=cwd, event=event, ts=ts, payload=None))
         if rows:
             log.info("derive_recovering", events=len(rows))
         return len(rows)
 
     async def _hook_locked(self, payload: dict[str, Any], event: str, sid: str, project: str, cwd: str,
                            now: float, row: ops.EventRow | None, *, eid: int | None = None,
-                           lesson: Any = None) -> M.HookResult:
+                           lesson: Any = None) -> methods.HookResult:
         """Derive one event and store it (with the raw event when ``row``; else the event ``eid`` was
         acknowledged before: clear its pending mark), then answer (inline only). The steps are named in
         ``pipeline.py``."""
@@ -330,10 +329,10 @@ class Service:
         stored, saved = await self._store_step(st, row, eid, now, elements, found, edge, switch,
                                                deferred=deferred, pause=pause)
         if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
-            return M.HookResult()
+            return methods.HookResult()
         await self._after_commit(st, event, payload, edge, found.went_green, switch, now)
         hint = await self._lessons_step(st, event, payload, stored, lesson, now, deferred=deferred, pause=pause)
-        answer = M.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
+        answer = methods.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
         final = dump(st)
         if final != saved:  # only when the answer or side work changed the session (rare per tool call)
             await self.writer.run(partial(hook_writes.save_state, session_row(st, final)), low=deferred)
@@ -352,7 +351,7 @@ class Service:
 
     async def _transcript_step(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
                                now: float, *, deferred: bool,
-                               pause: Callable[[], Awaitable[None]]) -> T.TranscriptDelta | None:
+                               pause: Callable[[], Awaitable[None]]) -> transcript.TranscriptDelta | None:
         """The transcript's new lines (usage, model, boundaries, assistant text) and what the event itself
         says of them; the transcript's elements join ``elements``."""
         tpath = s(payload.get("transcript_path"))
@@ -368,8 +367,8 @@ class Service:
         if event == "SessionStart" and isinstance(payload.get("model"), str):
             st.model = payload["model"]
         if event == "SessionStart":
-            COST.note_session_start(st, payload)
-        COST.note_overrides(st, payload, event)
+            cost.note_session_start(st, payload)
+        cost.note_overrides(st, payload, event)
         if event == "InstructionsLoaded":
             compaction.note_instructions(st, payload, now)
         if tdelta is not None:
@@ -385,7 +384,7 @@ class Service:
         items, the phase switch, the session state. Returns the event id (None: nothing stored) and the
         state stored."""
         phase_now = edge.phase_now
-        summaries = [SUM.summarize(el) for el in elements]
+        summaries = [summarize.summarize(el) for el in elements]
         await pause()
         job = partial(hook_writes.store_hook, row=row, eid=eid, now=now, elements=elements, facts=found.facts,
                       phase=phase_now, switch=switch,
@@ -415,9 +414,9 @@ class Service:
             await self._compress(st, Level(int(budget.level)), now)
             st.level = int(budget.level)
             await self._advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
-                                       f"Working zone at {F.percent(budget.working_pct)}"
-                                       f" (level {F.level_name(budget.level)})"
-                                       + with_reason(COST.compact_reason(st, budget, self.cfg)), now)
+                                       f"Working zone at {figures.percent(budget.working_pct)}"
+                                       f" (level {figures.level_name(budget.level)})"
+                                       + with_reason(cost.compact_reason(st, budget, self.cfg)), now)
         # After the level advice: the more urgent one wins the single advice slot.
         if budget is not None and st.emergency_at != st.compactions and near_autocompact(budget):
             # Auto-compaction is close and no boundary is in sight: checkpoint now, so whatever
@@ -427,7 +426,7 @@ class Service:
                                st.phase_started, now, "emergency checkpoint: auto-compaction is near")
             self.spawn(self.ledgers.write_decisions, st.project)
             await self._advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
-                                       f"auto-compaction is {F.tokens(budget.tokens_to_autocompact)} tokens away;"
+                                       f"auto-compaction is {figures.tokens(budget.tokens_to_autocompact)} tokens away;"
                                        " emergency ledger written", now)
         if not s(payload.get("agent_id")):
             await self._advise_release(st, event, payload, budget, now)
@@ -446,60 +445,60 @@ class Service:
         if deferred:
             await pause()
             await lessons_svc.advance(self, st, lesson if lesson is not None else
-                                      LS.classify_event(payload, event_id=stored, ts=now), now)
+                                      lesson_rules.classify_event(payload, event_id=stored, ts=now), now)
             return ""
         return await lessons_svc.on_tool_event(self, st, payload, stored, now)
 
-    def _budget(self, st: SessionState) -> B.Budget | None:
+    def _budget(self, st: SessionState) -> budgets.Budget | None:
         """The session's four-zone budget (None until usage figures are known)."""
         if st.context_tokens is None:
             return None
-        window = B.window_for_model(st.model, self.cfg.window)
-        return B.compute_budget(window=window, context_tokens=st.context_tokens,
+        window = budgets.window_for_model(st.model, self.cfg.window)
+        return budgets.compute_budget(window=window, context_tokens=st.context_tokens,
                                 system_tokens=st.system_tokens or 0, ledger_tokens=st.ledger_tokens,
                                 ratios=self.ratios, thresholds=self.thresholds, estimated=st.estimated,
-                                autocompact_at=COST.autocompact_at(st, window))
+                                autocompact_at=cost.autocompact_at(st, window))
 
     @property
-    def matrix(self) -> MX.Matrix:
+    def matrix(self) -> matrix_rules.Matrix:
         """The category matrix in use: the design's default with the config's overrides."""
         return _matrix_for(self.cfg.matrix)
 
-    def _advise(self, st: SessionState, adv: ADV.Advice, now: float) -> None:
+    def _advise(self, st: SessionState, adv: advice_rules.Advice, now: float) -> None:
         """Queue advice for the user: once per cause, debounced per kind, the more urgent one wins the
         single slot (core/advice.py). It is recorded as delivered when an answer carries it."""
         st.advice_lines[adv.kind] = adv.line
-        if ADV.debounced(adv, delivered=st.advised, last_of_kind=st.advice_at.get(adv.kind), now=now,
+        if advice_rules.debounced(adv, delivered=st.advised, last_of_kind=st.advice_at.get(adv.kind), now=now,
                          pending=pending_advice(st)):
             return
         st.pending_advice, st.pending_advice_key = adv.text, adv.key
         st.pending_advice_kind, st.pending_advice_urgency = adv.kind, adv.urgency
 
-    async def _advise_compact(self, st: SessionState, budget: B.Budget | None, cause: str, key: str, why: str,
+    async def _advise_compact(self, st: SessionState, budget: budgets.Budget | None, cause: str, key: str, why: str,
                               now: float) -> None:
         """Suggest ``/compact <focus>`` when it pays (core/advice.py, docs/advice.md)."""
         if budget is None:
             return
         working, fixed = working_tokens(budget), budget.zones[0].used
-        got = ADV.compact_cause(level=int(budget.level) if cause != "boundary" else 0,
+        got = advice_rules.compact_cause(level=int(budget.level) if cause != "boundary" else 0,
                                 near_autocompact=cause == "near", at_boundary=cause == "boundary",
                                 working_tokens=working, fixed_tokens=fixed)
         if got is None:
             return
         reason = why
         if got == "boundary":
-            turns = -(-ADV.compaction_cost(fixed + working) // max(1.0, ADV.saving_per_turn(working)))
-            reason += (f"; Working holds {F.tokens(working)} tokens, so a compaction repays itself"
+            turns = -(-advice_rules.compaction_cost(fixed + working) // max(1.0, advice_rules.saving_per_turn(working)))
+            reason += (f"; Working holds {figures.tokens(working)} tokens, so a compaction repays itself"
                        f" in about {int(turns)} turns")
-        focus = MX.focus_line(st.phase.phase, await self._focus_state(st), self.matrix)
-        self._advise(st, ADV.Advice(kind="compact", key=key, reason=reason, command=f"/compact {focus}",
-                                    urgency=ADV.URGENCY[got]), now)
+        focus = matrix_rules.focus_line(st.phase.phase, await self._focus_state(st), self.matrix)
+        self._advise(st, advice_rules.Advice(kind="compact", key=key, reason=reason, command=f"/compact {focus}",
+                                    urgency=advice_rules.URGENCY[got]), now)
 
-    async def _focus_state(self, st: SessionState) -> MX.FocusState:
+    async def _focus_state(self, st: SessionState) -> matrix_rules.FocusState:
         """What a focus line names: files being changed, failing tests, this phase's decisions, the
         session's constraints and open items (most recent first)."""
         rows = await self.readers.run(partial(session_reads.focus_rows, st.session, st.project))
-        return MX.FocusState(
+        return matrix_rules.FocusState(
             files=files_changed(st),
             failing_tests=list(st.failing_ids),
             decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
@@ -511,7 +510,7 @@ class Service:
         """Failures in a row (/rewind), read sweeps (subagent), failing test ids (focus line)."""
         if event == "UserPromptSubmit":
             st.sweep_reads, st.sweep_targets = 0, []
-            st.sweep_asked = ADV.asks_for_sweep(s(payload.get("prompt")))
+            st.sweep_asked = advice_rules.asks_for_sweep(s(payload.get("prompt")))
             return
         if event not in ("PostToolUse", "PostToolUseFailure"):
             return
@@ -532,7 +531,7 @@ class Service:
             if failed:
                 test_run = el.kind is Kind.TEST_RESULT or bool(el.command and is_test_command(el.command))
                 ids = compaction.failing_ids(el.text) if test_run else []
-                sig = ADV.failure_key(ids, LS.signature(el.text, tool=el.tool, command=el.command,
+                sig = advice_rules.failure_key(ids, lesson_rules.signature(el.text, tool=el.tool, command=el.command,
                                                         file_path=el.file_path)
                                       or f"{el.tool}|{el.command or el.file_path or ''}")
                 st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
@@ -543,18 +542,18 @@ class Service:
                 st.advice_lines.pop("rewind", None)
 
     async def _advise_release(self, st: SessionState, event: str, payload: dict[str, Any],
-                              budget: B.Budget | None, now: float) -> None:
+                              budget: budgets.Budget | None, now: float) -> None:
         """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``."""
-        if ADV.rewind_due(st.fail_count):
+        if advice_rules.rewind_due(st.fail_count):
             sig = " ".join(st.fail_sig.split("|", 1)[-1].split())
             sig = sig if len(sig) <= 120 else sig[:119] + "…"
-            self._advise(st, ADV.Advice(
-                kind="rewind", key=f"rewind:{st.fail_sig}", urgency=ADV.URGENCY["rewind"],
+            self._advise(st, advice_rules.Advice(
+                kind="rewind", key=f"rewind:{st.fail_sig}", urgency=advice_rules.URGENCY["rewind"],
                 reason=f"the same failure {st.fail_count} times in a row ({sig})",
                 command="/rewind to before the first attempt (free, keeps the cache), then try another way"), now)
-        if ADV.sweep_due(st.sweep_reads, len(st.sweep_targets), asked=st.sweep_asked):
-            self._advise(st, ADV.Advice(
-                kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=ADV.URGENCY["subagent"],
+        if advice_rules.sweep_due(st.sweep_reads, len(st.sweep_targets), asked=st.sweep_asked):
+            self._advise(st, advice_rules.Advice(
+                kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=advice_rules.URGENCY["subagent"],
                 reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns"
                        + (" of the sweep this request asks for" if st.sweep_asked else "")
                        + ", all kept in the window and re-read every turn",
@@ -563,16 +562,16 @@ class Service:
             prompt = s(payload.get("prompt"))
             working = working_tokens(budget) if budget is not None else 0
             topic = ""
-            if prompt and working >= ADV.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
+            if prompt and working >= advice_rules.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
                 # The work so far, read from the archive (never kept in the session state: forget
                 # must leave no copy of a prompt behind).
                 earlier = await self.readers.run(partial(session_reads.earlier_prompts, st.session))
                 topic = "\n".join([*earlier, *st.files_touched, *st.failing_ids])
-            if topic and ADV.unrelated_task(prompt, topic, working):
-                self._advise(st, ADV.Advice(
-                    kind="clear", key=f"clear:{now:.3f}", urgency=ADV.URGENCY["clear"],
+            if topic and advice_rules.unrelated_task(prompt, topic, working):
+                self._advise(st, advice_rules.Advice(
+                    kind="clear", key=f"clear:{now:.3f}", urgency=advice_rules.URGENCY["clear"],
                     reason=f"this looks like a new task unrelated to the work so far, and Working holds"
-                           f" {F.tokens(working)} tokens of it",
+                           f" {figures.tokens(working)} tokens of it",
                     command="/clear before starting it (free; ctxlifed's project memory carries over)"), now)
             else:
                 st.advice_lines.pop("clear", None)
@@ -587,7 +586,7 @@ class Service:
         return [r for r in rows if r["status"] == "open" and not self.is_stale(r)]
 
     def is_stale(self, row: dict[str, Any]) -> bool:
-        return PD.is_stale(row["phases_since"], row["sessions_since"], stale_phases=self.cfg.pending_stale_phases,
+        return pending_rules.is_stale(row["phases_since"], row["sessions_since"], stale_phases=self.cfg.pending_stale_phases,
                            stale_sessions=self.cfg.pending_stale_sessions)
 
     # -- compression ---------------------------------------------------------------------------
@@ -603,13 +602,13 @@ class Service:
         updates = []
         for rk in ranked:
             aid = int(rk.element.uid)
-            summary = SUM.summarize(rk.element, l2_id=aid)
+            summary = summarize.summarize(rk.element, l2_id=aid)
             updates.append((aid, summary, str(rk.category), int(rk.priority)))
         promote = set(getattr(plan, "promote", ()) or ())
         await self.writer.run(partial(hook_writes.apply_compression, updates, int(level)))
         if precompact:
             # What SessionStart(compact) lists: the window's tool output that the matrix keeps or summarizes.
-            held = [rk for rk in ranked if rk.element.kind in COMPACT_LISTED_KINDS and MX.listed(str(rk.category))]
+            held = [rk for rk in ranked if rk.element.kind in COMPACT_LISTED_KINDS and matrix_rules.listed(str(rk.category))]
             st.last_archived = [int(rk.element.uid) for rk in held[:12]]
             st.boundary_archive_id = max(int(r[0]) for r in rows)
             st.compactions += 1
@@ -620,10 +619,10 @@ class Service:
 
     # -- answers -------------------------------------------------------------------------------
     async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float, *,
-                      extra_ctx: str = "", replace: dict[str, Any] | None = None) -> M.HookResult:
+                      extra_ctx: str = "", replace: dict[str, Any] | None = None) -> methods.HookResult:
         if event == "PostCompact":
             # Plain text: the only PostCompact output that reaches the next model request.
-            return M.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
+            return methods.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
         ctx = ""
         if event == "SessionStart":
             source = s(payload.get("source")) or "startup"
@@ -635,7 +634,7 @@ class Service:
         if ctx and event in CTX_EVENTS:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
-            st.acc = A.note_injected(st.acc, ctx, now)
+            st.acc = accounting.note_injected(st.acc, ctx, now)
         if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
             out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
         note = await residency_svc.note(self, st, event) if self.cfg.residency_note else ""
@@ -646,8 +645,8 @@ class Service:
             st.pending_advice, st.pending_advice_key, st.pending_advice_kind = None, "", ""
             st.pending_advice_urgency = 0
         if not out:
-            return M.HookResult()
-        return M.HookResult(stdout=_enc.encode(out).decode())
+            return methods.HookResult()
+        return methods.HookResult(stdout=_enc.encode(out).decode())
 
     async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
         data = await self.readers.run(partial(session_reads.session_start_rows, st.project, st.session, source, st.last_archived,
@@ -660,23 +659,23 @@ class Service:
         if source == "compact" and st.phase.phase:
             # The matrix decides what a compacted window is told it still has: what the phase archives
             # stays recallable only.
-            if not MX.listed(str(MX.category("pending", st.phase.phase, self.matrix))):
+            if not matrix_rules.listed(str(matrix_rules.category("pending", st.phase.phase, self.matrix))):
                 data["pending"] = []
-            if not MX.listed(str(MX.category("decision", st.phase.phase, self.matrix))):
+            if not matrix_rules.listed(str(matrix_rules.category("decision", st.phase.phase, self.matrix))):
                 data["decisions_count"], data["decisions"] = 0, []
-        d_ = R.SessionStartData(
+        d_ = render.SessionStartData(
             source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
             timeline=tuple(data["timeline"]), timeline_session=data["timeline_session"],
-            pending=tuple(R.PendingItem(text=p["text"], id=p["ref"]) for p in data["pending"]),
+            pending=tuple(render.PendingItem(text=p["text"], id=p["ref"]) for p in data["pending"]),
             decisions_count=data["decisions_count"],
-            archived=tuple(R.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
+            archived=tuple(render.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
                                           summary=a["summary"], priority=a["priority"]) for a in data["archived"]),
             recent_decisions=tuple(x["text"] for x in data["decisions"]),
             lessons_count=data["lessons_count"],
             working_pct=budget.working_pct if budget else None,
             level=int(budget.level) if budget else 0,
         )
-        ctx = R.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now, ctl=ctl_command(),
+        ctx = render.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now, ctl=ctl_command(),
                                      previous=st.last_briefing if source == "resume" else "")
         if ctx:
             # What the session's context now holds of ours: a resume briefs only what differs from it.
@@ -756,8 +755,8 @@ def _decode_spool_line(line: bytes) -> Any:
 
 
 @functools.lru_cache(maxsize=8)
-def _matrix_for(overrides: tuple[tuple[str, str, str], ...]) -> MX.Matrix:
-    return MX.with_overrides(MX.DEFAULT, overrides) if overrides else MX.DEFAULT
+def _matrix_for(overrides: tuple[tuple[str, str, str], ...]) -> matrix_rules.Matrix:
+    return matrix_rules.with_overrides(matrix_rules.DEFAULT, overrides) if overrides else matrix_rules.DEFAULT
 
 
 def _element_from_row(r: tuple) -> Element:
@@ -766,7 +765,7 @@ def _element_from_row(r: tuple) -> Element:
     text = r[2]
     command = text[2:text.find("\n")] if r[4] == "Bash" and text.startswith("$ ") else None
     is_error = kind is Kind.ERROR or "\n[error]\n" in text[:8192]
-    passed = T.test_outcome(text, is_error) if kind is Kind.TEST_RESULT else None
+    passed = transcript.test_outcome(text, is_error) if kind is Kind.TEST_RESULT else None
     return Element(uid=str(r[0]), kind=kind, text=text, ts=r[3], tool=r[4], file_path=r[5],
                    command=command if command is None or "\n" not in command else command.split("\n", 1)[0],
                    is_error=is_error, passed=passed, tokens=estimate_tokens(text))
@@ -779,6 +778,6 @@ async def _no_pause() -> None:
 def _merge_briefing(previous: str, delta: str) -> str:
     """The briefings a resumed session holds: the earlier ones and the delta just given (bounded)."""
     both = f"{previous}\n{delta}" if previous else delta
-    return both[-2 * R.MAX_CHARS:]
+    return both[-2 * render.MAX_CHARS:]
 
 
