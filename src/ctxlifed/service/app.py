@@ -54,28 +54,26 @@ import msgspec
 import structlog
 
 from ..core import accounting
-from ..core import advice as advice_rules
 from ..core import budget as budgets
 from ..core import classify, figures, render, summarize
 from ..core import lessons as lesson_rules
 from ..core import matrix as matrix_rules
 from ..core import pending as pending_rules
 from ..core import transcript
-from ..core.commands import EXPLORE_TOOLS, is_test_command
-from ..core.events import d, elements_from_hook, s
+from ..core.events import elements_from_hook, s
 from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..protocol import _methods as methods
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
-from ..store import hook_writes, ops, queries, session_reads
+from ..store import hook_writes, ops, session_reads
 from ..store.db import Readers, StorageFullError, Writer
 from . import compaction, compress, cost
 from . import derive as derivation
 from . import lessons as lessons_svc
 from . import residency as residency_svc
-from .advice import files_changed, near_autocompact, pending_advice, with_reason, working_tokens
+from .advice import Adviser, near_autocompact, with_reason
 from . import pipeline, reads
 from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
@@ -117,6 +115,7 @@ class Service:
         self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
         self.ledgers = LedgerWriter(self)
+        self.adviser = Adviser(readers, lambda: self.matrix, self.is_stale)
         self.transcripts = TranscriptReader(lambda: self.cfg, self.registry.hook_delivered,
                                             lambda st, post_tokens: compaction.boundary_seen(self, st, post_tokens))
         self.spool_ingested = 0
@@ -344,7 +343,7 @@ class Service:
         elements = [pipeline.enrich(e) for e in
                     elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)]
         if not s(payload.get("agent_id")):
-            self._note_advice_signals(st, event, payload, elements, now)
+            self.adviser.note_signals(st, event, payload, elements, now)
         if event in ("PostToolUse", "PostToolUseFailure") and s(payload.get("tool_use_id")):
             self.registry.note_hook_tool(st.session, s(payload.get("tool_use_id")))
         return elements
@@ -404,16 +403,16 @@ class Service:
             written = await self.guarded(self.ledgers.write_phase, st.session, st.project, n, name, started, now,
                                          "phase switch")
             why = f"phase switch {name} → {phase_now}" + ("; ledger written" if written else "")
-            await self._advise_compact(st, budget, "boundary", f"compact:phase:{st.phase_index}", why, now)
+            await self.adviser.advise_compact(st, budget, "boundary", f"compact:phase:{st.phase_index}", why, now)
         if event == "SessionEnd":
             self.spawn(self._end_ledgers, st.session, st.project, st.phase_index, phase_now, st.phase_started, now)
         if went_green and switch is None and phase_now in ("implementation", "testing"):
-            await self._advise_compact(st, budget, "boundary", f"compact:green:{now:.0f}",
+            await self.adviser.advise_compact(st, budget, "boundary", f"compact:green:{now:.0f}",
                                        "tests are green again after implementation work: a clean boundary", now)
         if edge.crossed and budget is not None:
             await self._compress(st, Level(int(budget.level)), now)
             st.level = int(budget.level)
-            await self._advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
+            await self.adviser.advise_compact(st, budget, "level", f"compact:level:{int(budget.level)}:{st.compactions}",
                                        f"Working zone at {figures.percent(budget.working_pct)}"
                                        f" (level {figures.level_name(budget.level)})"
                                        + with_reason(cost.compact_reason(st, budget, self.cfg)), now)
@@ -425,11 +424,11 @@ class Service:
             await self.guarded(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                                st.phase_started, now, "emergency checkpoint: auto-compaction is near")
             self.spawn(self.ledgers.write_decisions, st.project)
-            await self._advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
+            await self.adviser.advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
                                        f"auto-compaction is {figures.tokens(budget.tokens_to_autocompact)} tokens away;"
                                        " emergency ledger written", now)
         if not s(payload.get("agent_id")):
-            await self._advise_release(st, event, payload, budget, now)
+            await self.adviser.advise_release(st, event, payload, budget, now)
         if event == "PreCompact":
             await compaction.record_must_survive(self, st, now)
             await self._compress(st, Level.L1_L2, now, precompact=True)
@@ -463,123 +462,6 @@ class Service:
     def matrix(self) -> matrix_rules.Matrix:
         """The category matrix in use: the design's default with the config's overrides."""
         return _matrix_for(self.cfg.matrix)
-
-    def _advise(self, st: SessionState, adv: advice_rules.Advice, now: float) -> None:
-        """Queue advice for the user: once per cause, debounced per kind, the more urgent one wins the
-        single slot (core/advice.py). It is recorded as delivered when an answer carries it."""
-        st.advice_lines[adv.kind] = adv.line
-        if advice_rules.debounced(adv, delivered=st.advised, last_of_kind=st.advice_at.get(adv.kind), now=now,
-                         pending=pending_advice(st)):
-            return
-        st.pending_advice, st.pending_advice_key = adv.text, adv.key
-        st.pending_advice_kind, st.pending_advice_urgency = adv.kind, adv.urgency
-
-    async def _advise_compact(self, st: SessionState, budget: budgets.Budget | None, cause: str, key: str, why: str,
-                              now: float) -> None:
-        """Suggest ``/compact <focus>`` when it pays (core/advice.py, docs/advice.md)."""
-        if budget is None:
-            return
-        working, fixed = working_tokens(budget), budget.zones[0].used
-        got = advice_rules.compact_cause(level=int(budget.level) if cause != "boundary" else 0,
-                                near_autocompact=cause == "near", at_boundary=cause == "boundary",
-                                working_tokens=working, fixed_tokens=fixed)
-        if got is None:
-            return
-        reason = why
-        if got == "boundary":
-            turns = -(-advice_rules.compaction_cost(fixed + working) // max(1.0, advice_rules.saving_per_turn(working)))
-            reason += (f"; Working holds {figures.tokens(working)} tokens, so a compaction repays itself"
-                       f" in about {int(turns)} turns")
-        focus = matrix_rules.focus_line(st.phase.phase, await self._focus_state(st), self.matrix)
-        self._advise(st, advice_rules.Advice(kind="compact", key=key, reason=reason, command=f"/compact {focus}",
-                                    urgency=advice_rules.URGENCY[got]), now)
-
-    async def _focus_state(self, st: SessionState) -> matrix_rules.FocusState:
-        """What a focus line names: files being changed, failing tests, this phase's decisions, the
-        session's constraints and open items (most recent first)."""
-        rows = await self.readers.run(partial(session_reads.focus_rows, st.session, st.project))
-        return matrix_rules.FocusState(
-            files=files_changed(st),
-            failing_tests=list(st.failing_ids),
-            decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
-            constraints=[r["text"] for r in rows["constraint"]],
-            pending=await self._pending_texts(st))
-
-    def _note_advice_signals(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
-                             now: float) -> None:
-        """Failures in a row (/rewind), read sweeps (subagent), failing test ids (focus line)."""
-        if event == "UserPromptSubmit":
-            st.sweep_reads, st.sweep_targets = 0, []
-            st.sweep_asked = advice_rules.asks_for_sweep(s(payload.get("prompt")))
-            return
-        if event not in ("PostToolUse", "PostToolUseFailure"):
-            return
-        tool = s(payload.get("tool_name"))
-        if tool in EXPLORE_TOOLS:
-            ti = d(payload.get("tool_input"))
-            target = s(ti.get("file_path")) or s(ti.get("pattern")) or s(ti.get("path")) or s(ti.get("url")) or tool
-            if st.sweep_reads == 0:
-                st.sweep_start = now
-            st.sweep_reads += 1
-            if target not in st.sweep_targets:
-                st.sweep_targets = [*st.sweep_targets, target[:200]][-32:]
-        else:
-            st.sweep_reads, st.sweep_targets = 0, []
-            st.advice_lines.pop("subagent", None)
-        for el in elements:
-            failed = el.is_error or el.kind is Kind.ERROR or (el.kind is Kind.TEST_RESULT and el.passed is False)
-            if failed:
-                test_run = el.kind is Kind.TEST_RESULT or bool(el.command and is_test_command(el.command))
-                ids = compaction.failing_ids(el.text) if test_run else []
-                sig = advice_rules.failure_key(ids, lesson_rules.signature(el.text, tool=el.tool, command=el.command,
-                                                        file_path=el.file_path)
-                                      or f"{el.tool}|{el.command or el.file_path or ''}")
-                st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
-                if test_run:
-                    st.failing_ids = (ids or [el.command or ""])[:8]
-            elif el.kind is Kind.TEST_RESULT and el.passed:
-                st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
-                st.advice_lines.pop("rewind", None)
-
-    async def _advise_release(self, st: SessionState, event: str, payload: dict[str, Any],
-                              budget: budgets.Budget | None, now: float) -> None:
-        """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``."""
-        if advice_rules.rewind_due(st.fail_count):
-            sig = " ".join(st.fail_sig.split("|", 1)[-1].split())
-            sig = sig if len(sig) <= 120 else sig[:119] + "…"
-            self._advise(st, advice_rules.Advice(
-                kind="rewind", key=f"rewind:{st.fail_sig}", urgency=advice_rules.URGENCY["rewind"],
-                reason=f"the same failure {st.fail_count} times in a row ({sig})",
-                command="/rewind to before the first attempt (free, keeps the cache), then try another way"), now)
-        if advice_rules.sweep_due(st.sweep_reads, len(st.sweep_targets), asked=st.sweep_asked):
-            self._advise(st, advice_rules.Advice(
-                kind="subagent", key=f"subagent:{st.sweep_start:.3f}", urgency=advice_rules.URGENCY["subagent"],
-                reason=f"{st.sweep_reads} reads in a row over {len(st.sweep_targets)} files or patterns"
-                       + (" of the sweep this request asks for" if st.sweep_asked else "")
-                       + ", all kept in the window and re-read every turn",
-                command="ask for a subagent to do the rest of this sweep (only its summary enters the window)"), now)
-        if event == "UserPromptSubmit":
-            prompt = s(payload.get("prompt"))
-            working = working_tokens(budget) if budget is not None else 0
-            topic = ""
-            if prompt and working >= advice_rules.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):
-                # The work so far, read from the archive (never kept in the session state: forget
-                # must leave no copy of a prompt behind).
-                earlier = await self.readers.run(partial(session_reads.earlier_prompts, st.session))
-                topic = "\n".join([*earlier, *st.files_touched, *st.failing_ids])
-            if topic and advice_rules.unrelated_task(prompt, topic, working):
-                self._advise(st, advice_rules.Advice(
-                    kind="clear", key=f"clear:{now:.3f}", urgency=advice_rules.URGENCY["clear"],
-                    reason=f"this looks like a new task unrelated to the work so far, and Working holds"
-                           f" {figures.tokens(working)} tokens of it",
-                    command="/clear before starting it (free; ctxlifed's project memory carries over)"), now)
-            else:
-                st.advice_lines.pop("clear", None)
-
-    async def _pending_texts(self, st: SessionState) -> list[str]:
-        """The session's open, current (not stale) pending items, newest first (the focus line)."""
-        rows = await self.readers.run(partial(queries.pending_items, project=st.project, session=st.session, limit=20))
-        return [r["text"] for r in self.current_pending(rows)][:5]
 
     def current_pending(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Open items that are not stale (core/pending.py), in the given order."""
