@@ -55,7 +55,7 @@ import structlog
 
 from ..core import accounting
 from ..core import budget as budgets
-from ..core import classify, figures, render, summarize
+from ..core import classify, figures, summarize
 from ..core import lessons as lesson_rules
 from ..core import matrix as matrix_rules
 from ..core import pending as pending_rules
@@ -74,7 +74,7 @@ from . import derive as derivation
 from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .advice import Adviser, near_autocompact, with_reason
-from . import pipeline, reads
+from . import briefing, pipeline, reads
 from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
@@ -91,12 +91,6 @@ CTX_EVENTS = frozenset({
 # Events that show a top-level systemMessage to the user (others discard it, spec §2.3).
 MSG_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionStart"})
 TRANSCRIPT_KINDS = frozenset({Kind.ASSISTANT, Kind.THINKING, Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
-# What the context window itself held (facts, ledgers and lessons are ctxlifed's own rows, never in it).
-WINDOW_KINDS = frozenset({Kind.PROMPT, *TRANSCRIPT_KINDS})
-# What SessionStart(compact) lists of the compacted window: tool output, the detail a summary drops and
-# the model may want back by id. The conversation (prompts, assistant text) is what the summary
-# carries, and the facts in it that the summary lost are re-injected one by one at PostCompact.
-COMPACT_LISTED_KINDS = frozenset({Kind.TOOL, Kind.CODE_CHANGE, Kind.ERROR, Kind.TEST_RESULT})
 _enc = msgspec.json.Encoder()
 
 
@@ -490,7 +484,7 @@ class Service:
         await self.writer.run(partial(hook_writes.apply_compression, updates, int(level)))
         if precompact:
             # What SessionStart(compact) lists: the window's tool output that the matrix keeps or summarizes.
-            held = [rk for rk in ranked if rk.element.kind in COMPACT_LISTED_KINDS and matrix_rules.listed(str(rk.category))]
+            held = [rk for rk in ranked if rk.element.kind in briefing.COMPACT_LISTED_KINDS and matrix_rules.listed(str(rk.category))]
             st.last_archived = [int(rk.element.uid) for rk in held[:12]]
             st.boundary_archive_id = max(int(r[0]) for r in rows)
             st.compactions += 1
@@ -508,7 +502,9 @@ class Service:
         ctx = ""
         if event == "SessionStart":
             source = s(payload.get("source")) or "startup"
-            ctx = await self._session_start_context(source, st, now)
+            ctx = await briefing.session_start_context(
+                source, st, now, readers=self.readers, cfg=self.cfg, matrix=self.matrix, budget_of=self._budget,
+                is_stale=self.is_stale)
             if source == "compact":
                 st.compact_injected = ctx
         ctx = "\n\n".join(x for x in (ctx, extra_ctx) if x)
@@ -529,42 +525,6 @@ class Service:
         if not out:
             return methods.HookResult()
         return methods.HookResult(stdout=_enc.encode(out).decode())
-
-    async def _session_start_context(self, source: str, st: SessionState, now: float) -> str:
-        data = await self.readers.run(partial(session_reads.session_start_rows, st.project, st.session, source, st.last_archived,
-                                              listed_kinds=[str(k) for k in COMPACT_LISTED_KINDS],
-                                              is_stale=self.is_stale))
-        if source == "startup" and not (data["timeline"] or data["pending"] or data["decisions_count"]
-                                        or data["lessons_count"]):
-            return ""  # a project with no memory yet: say nothing (it would be billed every turn)
-        budget = self._budget(st)
-        if source == "compact" and st.phase.phase:
-            # The matrix decides what a compacted window is told it still has: what the phase archives
-            # stays recallable only.
-            if not matrix_rules.listed(str(matrix_rules.category("pending", st.phase.phase, self.matrix))):
-                data["pending"] = []
-            if not matrix_rules.listed(str(matrix_rules.category("decision", st.phase.phase, self.matrix))):
-                data["decisions_count"], data["decisions"] = 0, []
-        d_ = render.SessionStartData(
-            source=source, project=st.project, phase=st.phase.phase, phase_since=st.phase.since,
-            timeline=tuple(data["timeline"]), timeline_session=data["timeline_session"],
-            pending=tuple(render.PendingItem(text=p["text"], id=p["ref"]) for p in data["pending"]),
-            decisions_count=data["decisions_count"],
-            archived=tuple(render.ArchivedItem(id=a["id"], kind=a["kind"], phase=a["phase"], ts=a["ts"],
-                                          summary=a["summary"], priority=a["priority"]) for a in data["archived"]),
-            recent_decisions=tuple(x["text"] for x in data["decisions"]),
-            lessons_count=data["lessons_count"],
-            working_pct=budget.working_pct if budget else None,
-            level=int(budget.level) if budget else 0,
-        )
-        ctx = render.render_session_start(d_, cap_tokens=self.cfg.inject_cap_tokens, now=now, ctl=ctl_command(),
-                                     previous=st.last_briefing if source == "resume" else "")
-        if ctx:
-            # What the session's context now holds of ours: a resume briefs only what differs from it.
-            st.last_briefing = ctx if source != "resume" else _merge_briefing(st.last_briefing, ctx)
-        elif source != "resume":
-            st.last_briefing = ""
-        return ctx
 
     async def _end_ledgers(self, session: str, project: str, n: int, phase: str, started: float, now: float) -> None:
         """SessionEnd: the last phase's page, then the roll-up of old session pages (when configured)."""
@@ -655,11 +615,3 @@ def _element_from_row(r: tuple) -> Element:
 
 async def _no_pause() -> None:
     return None
-
-
-def _merge_briefing(previous: str, delta: str) -> str:
-    """The briefings a resumed session holds: the earlier ones and the delta just given (bounded)."""
-    both = f"{previous}\n{delta}" if previous else delta
-    return both[-2 * render.MAX_CHARS:]
-
-
