@@ -42,7 +42,6 @@ Rules:
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -61,7 +60,6 @@ from ..core import matrix as matrix_rules
 from ..core import pending as pending_rules
 from ..core import transcript
 from ..core.events import elements_from_hook, s
-from ..core.jsontext import repair as repair_json_text
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..protocol import _methods as methods
 from ..runtime.config import Config
@@ -74,7 +72,7 @@ from . import derive as derivation
 from . import lessons as lessons_svc
 from . import residency as residency_svc
 from .advice import Adviser, near_autocompact, with_reason
-from . import briefing, pipeline, reads
+from . import briefing, pipeline, reads, spool
 from .dispatch import dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
@@ -538,62 +536,17 @@ class Service:
         runtime dir's fallback spool. Exactly once per request id."""
         n = 0
         for path in dict.fromkeys((self.paths.spool, self.paths.runtime_spool)):
-            got = await self._ingest_spool_file(path)
-            if got is None:
-                break  # storage full: both files are kept and retried later
+            got, full = await spool.ingest_file(path, partial(self.hook, source="spool"))
+            if full:  # storage full: the files are kept and retried later
+                self.spool_ingested += got
+                break
             n += got
         self.spool_ingested += n
         if n:
             log.info("spool_ingested", events=n)
         return n
 
-    async def _ingest_spool_file(self, path: str) -> int | None:
-        """Ingest one spool file; None when storage filled up (the rest of the file is kept)."""
-        work = path + ".ingesting"
-        if not os.path.exists(work):
-            try:
-                if os.path.getsize(path) == 0:
-                    return 0
-                os.rename(path, work)
-            except FileNotFoundError:
-                return 0
-        n = 0
-        with open(work, "rb") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = _decode_spool_line(line)
-                    payload = rec["payload"]
-                    if not isinstance(payload, dict):
-                        continue
-                    rid = rec.get("rid") if isinstance(rec.get("rid"), str) else None
-                    ts = float(rec.get("ts")) if isinstance(rec.get("ts"), (int, float)) else None
-                except (msgspec.DecodeError, KeyError, TypeError, ValueError):
-                    log.warning("spool_line_skipped", reason="unreadable")
-                    continue
-                try:
-                    await self.hook(payload, rid=rid, source="spool", ts=ts)
-                    n += 1
-                except StorageFullError:
-                    log.warning("spool_ingest_paused", reason="storage_full")
-                    self.spool_ingested += n
-                    return None  # keep the file: retried later (request ids make the replay exact)
-        os.unlink(work)
-        return n
 
-
-def _decode_spool_line(line: bytes) -> Any:
-    """One spool line; text that is not valid Unicode (a lone surrogate, bytes that are not UTF-8:
-    the shim writes what Claude Code gave it) is decoded with U+FFFD, as over the socket."""
-    try:
-        return msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        fixed = repair_json_text(line)
-        if fixed is None:
-            raise
-        return msgspec.json.decode(fixed)
 
 
 @functools.lru_cache(maxsize=8)
