@@ -1,4 +1,11 @@
-"""What each method and hook event does: joins the pure core with the store.
+"""The Service: the hook path (acknowledge, derive, answer) and the wiring of the modules it runs.
+
+Where each concern lives:
+- ``dispatch.py``: method -> handler (one table); ``reads.py``: the read methods, ``phase.set``, ``forget``.
+- ``sessions.py``: the live sessions (LRU, locks, snapshot/restore); ``pipeline.py``: the hook pipeline's
+  named steps; ``transcript_reader.py``: the transcript's new lines; ``briefing.py``: SessionStart;
+  ``advice.py``: advice; ``spool.py``: the shim's spool; ``store/hook_writes.py``,
+  ``store/session_reads.py``: their SQL.
 
 Rules:
 - A hook answer is computed from what is already in memory and the store: no network, no model.
@@ -14,26 +21,16 @@ Rules:
   error, and the raw event is stored anyway (``session`` falls back to ``_invalid``).
 - Replays are idempotent: a request id already stored (spooled, then delivered late) is answered
   without storing anything again.
-- A spool line is decoded like a request: a lone surrogate or bytes that are not UTF-8 become U+FFFD
-  and the event is stored; only a line that is not JSON at all is skipped.
+- A failed inline derivation puts the session back as it was (nothing was acknowledged); a failed
+  deferred one too, and is retried on a storage fault, skipped (logged, counted) otherwise.
 - Slow side work (L3 Markdown files) runs after the reply, in the background, and is re-derivable
   from the store.
 - Texts for the model name ctxlifectl as ``runtime.ctl.ctl_command()`` (passed to the pure renderers);
-  their figures come from the same Budget that ``status`` reports. A SessionStart briefing is kept
-  (``last_briefing``): a resume gets only what differs from what the context already holds.
-- SessionStart(compact) lists only the window's tool output (``COMPACT_LISTED_KINDS``) that the
-  category matrix keeps or summarizes in the phase, each with its L1 summary; the conversation is
-  what the compaction summary carries, and ctxlifed's own rows (facts, ledgers, lessons) never were
-  in the window.
+  their figures come from the same Budget that ``status`` reports.
 - The category matrix in use (``Service.matrix``: the default of ``core/matrix.py`` with the config's
   overrides) ranks compression, sizes the must-survive set and writes the ``/compact`` focus line.
-- Advice (``core/advice.py``, docs/advice.md): ``/compact`` near auto-compaction, at level L0→L1 or
-  above, or at a boundary only when it pays; ``/rewind``, ``/clear`` and a subagent on their signals
-  (main chain only). One slot per session, the more urgent wins; recorded as delivered when an answer
-  carries it, never delivered twice, debounced per kind; ``status`` lists the same advice.
 - Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
-  then they answer at once from what is stored. A recall's search runs in the readers' search lane,
-  within its budget; past it the client gets ``query_too_broad``.
+  then they answer at once from what is stored.
 - Pending items close on the evidence of the event that brings it (core/pending.py), in that event's
   writer job; only open items that are not stale are injected (SessionStart, the /compact focus line,
   the must-survive set). TodoWrite's open todos are pending items.
