@@ -11,8 +11,9 @@ Rules:
 - The caps apply to each project separately; both are read from the live config, so a reloaded
   config takes effect at the next run.
 - Deletions run as writer jobs of at most ``CHUNK`` rows each (the SQL is ``store/retention.py``),
-  so hook events keep flowing between them. After anything was deleted, one ``TRUNCATE`` checkpoint: the writer first merges the FTS
-  indexes, so deleted text is gone from the database file, the WAL and the index (``store.db``).
+  so hook events keep flowing between them. After anything was deleted, one ``TRUNCATE``
+  checkpoint: the writer first merges the FTS indexes, so deleted text is gone from the database
+  file, the WAL and the index (``store.db``).
 - L3 ledger pages are files in the user's repository: their index rows age like anything else,
   the files stay (they are the user's).
 """
