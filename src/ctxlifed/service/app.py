@@ -79,7 +79,7 @@ from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
 from ..store import backlog as tri_backlog
-from ..store import ops, queries
+from ..store import ops, outputs, queries
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
@@ -383,7 +383,7 @@ class Service:
             eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
             try:
-                eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
+                eid, aid = await self.writer.run(partial(outputs.store_ack, row, pending.row), inline=self.alone())
             except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
                 pending = None
                 eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0

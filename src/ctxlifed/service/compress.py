@@ -8,7 +8,7 @@ Rules:
   (the daemon just started), an error, a timeout (:data:`PREPARE_TIMEOUT_S`) or an unknown shape:
   the original stays (no ``updatedToolOutput``). Nothing here raises into the hook path.
 - Order: :func:`prepare` (decide; read Claude Code's persisted file when the payload holds only the
-  first 30,000 characters; redact it) -> ONE writer job (:func:`store_ack`) commits the event AND the
+  first 30,000 characters; redact it) -> ONE writer job (``store.outputs.store_ack``) commits the event AND the
   archive row of the full original, so the id the digest names exists when the answer is sent ->
   :func:`finish` writes the full original to a file the model can ``Read`` and builds the digest
   (named by that id and that file) and the answer. The archive row has the derivation's uid (the
@@ -42,7 +42,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import sqlite3
 import structlog
 
 from ..core import classify, summarize as SUM
@@ -272,18 +271,6 @@ def full_payload(payload: Mapping[str, Any], p: Pending) -> dict[str, Any]:
     if p.tool_name == "Bash" and isinstance(tr, Mapping) and len(p.decision.text) > len(s(tr.get("stdout"))):
         out["tool_response"] = {**tr, "stdout": p.decision.text, "stderr": ""}
     return out
-
-
-def store_ack(row: ops.EventRow, archive: ops.ArchiveRow, conn: sqlite3.Connection) -> tuple[int, int]:
-    """Writer job: the acknowledged event (pending) and the archive row of the full original, in one
-    transaction. ``(event id, archive id)``; ``(0, 0)`` for a replay."""
-    import dataclasses
-
-    eid = ops.insert_event(conn, dataclasses.replace(row, pending=True))
-    if not eid:
-        return 0, 0
-    aid, _created = ops.insert_archive(conn, dataclasses.replace(archive, ts=row.ts, event_id=eid))
-    return eid, aid
 
 
 async def finish(p: Pending, archive_id: int, *, ctl: str, max_dir_bytes: int) -> Replacement | None:
