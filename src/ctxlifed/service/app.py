@@ -227,7 +227,7 @@ class Service:
             return await self.memory_prune(p)
         if method == "compactions":
             project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
-            reps = await compaction.reports(self, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
+            reps = await compaction.reports(self.readers, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
         if method == "report":
             return await report_svc.report(self, p)
@@ -601,7 +601,7 @@ class Service:
         if main_chain:
             await self._advise_release(st, event, payload, budget, now)
         if event == "PreCompact":
-            await compaction.record_must_survive(self, st, now)
+            await compaction.record_must_survive(self.readers, st, now, matrix=self.matrix, is_stale=self.is_stale)
             await self._compress(st, Level.L1_L2, now, precompact=True)
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "checkpoint before compaction")
@@ -724,7 +724,7 @@ class Service:
         if delta.boundaries:
             st.boundary_ts = delta.boundaries[-1].ts
             st.ledger_tokens = 0
-            await compaction.boundary_seen(self, st, delta.boundaries[-1].post_tokens)
+            await compaction.boundary_seen(self.writer, st, delta.boundaries[-1].post_tokens)
         return delta
 
     def _budget(self, st: SessionState) -> B.Budget | None:
@@ -917,7 +917,8 @@ class Service:
                       extra_ctx: str = "", replace: dict[str, Any] | None = None) -> M.HookResult:
         if event == "PostCompact":
             # Plain text: the only PostCompact output that reaches the next model request.
-            return M.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
+            return M.HookResult(stdout=await compaction.post_compact(self.readers, self.writer, st, payload, now,
+                                                                     matrix=self.matrix, is_stale=self.is_stale))
         ctx = ""
         if event == "SessionStart":
             source = s(payload.get("source")) or "startup"
@@ -932,7 +933,8 @@ class Service:
             st.acc = A.note_injected(st.acc, ctx, now)
         if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
             out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
-        note = await residency_svc.note(self, st, event) if self.cfg.residency_note else ""
+        note = (await residency_svc.note(st, event, budget=self._budget, transcript_roots=self.cfg.allowed_transcript_roots)
+                if self.cfg.residency_note else "")
         if (st.pending_advice or note) and event in MSG_EVENTS:
             out["systemMessage"] = "\n\n".join(x for x in (st.pending_advice, note) if x)
             if st.pending_advice:
@@ -1026,9 +1028,10 @@ class Service:
         v = self.session_view(row, where=p.where, survival=p.survival)
         st = self.sessions.get(row["session"]) or load(row["state"]) if (p.residency or p.compact_instructions) else None
         if st is not None and p.residency:
-            v.residency = residency_svc.view(await residency_svc.report(self, st))
+            v.residency = residency_svc.view(await residency_svc.report(
+                st, budget=self._budget, transcript_roots=self.cfg.allowed_transcript_roots))
         if st is not None and p.compact_instructions:
-            v.compact_instructions = await residency_svc.compact_section(self, st)
+            v.compact_instructions = await residency_svc.compact_section(self.readers, st)
         return v
 
     # -- recall --------------------------------------------------------------------------------

@@ -402,7 +402,7 @@ def _new_decisions(project: str, conn: sqlite3.Connection) -> tuple[list[tuple],
 
 def _ledger_rows(session: str, start: float, end: float, phase: str, conn: sqlite3.Connection) -> dict[str, Any]:
     win = (session, start - 0.001, end + 0.001)
-    from .compaction import session_goal
+    from ..store.compactions import session_goal
 
     goal_text = session_goal(conn, session, end + 0.001)
     done = conn.execute(  # the 12 most important, shown in time order
