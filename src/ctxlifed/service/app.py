@@ -140,7 +140,8 @@ class Service:
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
         self.backlog = DV.Backlog()
         self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
-        self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
+        self.lessons = lessons_svc.Lessons(readers, writer, clock,
+                                           on_stored=lambda project: self.spawn(self.ledgers.write_lessons, project))
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
         self.hook_tools: dict[str, dict[str, None]] = {}  # per session: the last HOOK_TOOLS ids, in order
@@ -220,7 +221,7 @@ class Service:
             return await self.pending(p)
         if method == "lessons":
             project = None if p.all_projects else (p.project or (files.project_root(p.cwd) if p.cwd else None))
-            found = await lessons_svc.listing(self, project=project, limit=max(1, min(p.limit, 500)))
+            found = await self.lessons.listing(project=project, limit=max(1, min(p.limit, 500)))
             return M.LessonsResult(markdown=LS.render_lessons_md(found) if found else "No lessons recorded yet.",
                                    lessons=[msgspec.to_builtins(x) for x in found])
         if method == "memory.prune":
@@ -396,10 +397,10 @@ class Service:
             self._note_hook_tool(st.session, tool_id)
         lesson = None
         hint = ""
-        if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
+        if event in ("PostToolUse", "PostToolUseFailure") and await self.lessons.may_hint(project):
             lesson = LS.classify_event(payload if pending is None else compress.full_payload(payload, pending),
                                        event_id=eid, ts=now)
-            hint = await lessons_svc.hint_for(self, st, lesson)
+            hint = await self.lessons.hint_for(st, lesson)
         replaced = None
         if pending is not None and aid:
             replaced = await compress.finish(pending, aid, ctl=ctl_command(),
@@ -609,10 +610,10 @@ class Service:
         if event in ("PostToolUse", "PostToolUseFailure"):
             if deferred:  # the hint went with the acknowledgement
                 await pause()
-                await lessons_svc.advance(self, st, lesson if lesson is not None else
-                                          LS.classify_event(payload, event_id=stored, ts=now), now)
+                await self.lessons.advance(st, lesson if lesson is not None else
+                                           LS.classify_event(payload, event_id=stored, ts=now), now)
             else:
-                hint = await lessons_svc.on_tool_event(self, st, payload, stored, now)
+                hint = await self.lessons.on_tool_event(st, payload, stored, now)
         answer = M.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
         final = dump(st)
         if final != saved:  # only when the answer or side work changed the session (rare per tool call)

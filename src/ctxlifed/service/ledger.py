@@ -48,6 +48,7 @@ from ..core import render as R
 from ..core import rollup as RU
 from ..core.model import estimate_tokens
 from ..core.paths import ledger_relpath, validate_session_id
+from ..store import lessons as store_lessons
 from ..store import ops
 from . import files
 
@@ -151,10 +152,8 @@ class LedgerWriter:
         root = self.memory_root(project)
         if root is None:
             return None
-        from . import lessons as lessons_svc
-
         async with self.lock:
-            found = await self.svc.readers.run(partial(lessons_svc.all_lessons, project, 500))
+            found = await self.svc.readers.run(partial(store_lessons.all_lessons, project, 500))
             text = LS.render_lessons_md(found)
             where = self._target(root, os.path.join(self.svc.cfg.memory_dir, "lessons.md"))
             if where is None:
@@ -203,10 +202,8 @@ class LedgerWriter:
             self._refuse(real, f"not read: {real} is not in a memory folder of the user's own")
             return False
         if os.path.basename(real) == "lessons.md" and os.path.dirname(real) == os.path.realpath(mem):
-            from . import lessons as lessons_svc
-
             mtime = os.path.getmtime(real)
-            await self.svc.writer.run(partial(lessons_svc.reconcile_file, project, text, self.svc.clock(), mtime))
+            await self.svc.writer.run(partial(store_lessons.reconcile_file, project, text, self.svc.clock(), mtime))
             return True
         ticked = ticked_items(text)
         if ticked:  # a ticked checkbox closes its pending item
