@@ -148,7 +148,8 @@ def test_a_memory_folder_another_group_can_write_is_refused(short_tmp: Path) -> 
 def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> None:
     """What was done: the most important steps in time order, each naming its archive id once (a '#N'
     in the content does not count; an L1 summary's own '[L2 #N]' does)."""
-    from ctxlifed.service.ledger import _ledger_rows
+    from ctxlifed.service.ledger import phase_data
+    from ctxlifed.store.ledgers import phase_rows
     from ctxlifed.store import db, ops, schema
 
     conn = db.connect(str(short_tmp / "t.db"))
@@ -159,6 +160,6 @@ def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> No
     for i, (kind, prio, summary) in enumerate(rows):
         ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=10.0 + i, kind=kind, text=summary,
                                                 summary=summary, priority=prio))
-    got = _ledger_rows("s", 0.0, 100.0, "implementation", conn)
+    got = phase_data(phase_rows("s", 0.0, 100.0, "implementation", conn))
     assert got["done"] == ["merged PR #1 [L2 #1]", "tests failed [L2 #2]", "x.py [L2 #3]"]
     conn.close()

@@ -145,7 +145,7 @@ class Service:
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
         self.hook_tools: dict[str, dict[str, None]] = {}  # per session: the last HOOK_TOOLS ids, in order
-        self.ledgers = LedgerWriter(self)
+        self.ledgers = LedgerWriter(writer, readers, config=lambda: self.cfg, clock=clock)
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
         self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
