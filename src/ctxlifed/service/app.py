@@ -231,7 +231,8 @@ class Service:
             reps = await compaction.reports(self.readers, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
             return M.CompactionsResult(markdown=compaction.render(reps), reports=reps)
         if method == "report":
-            return await report_svc.report(self, p)
+            return await report_svc.report(p, readers=self.readers, sessions=self.sessions, thresholds=self.thresholds,
+                                           budget=self._budget, cfg=self.cfg)
         raise E.MethodNotFound(f"Method not found: {method}")
 
     @property
