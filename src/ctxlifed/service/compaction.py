@@ -15,6 +15,8 @@ Rules:
   the re-injection, or by our SessionStart(compact) text) are remembered for the session and never
   delivered again.
 - One report per compaction (pre/post tokens, archived, kept, lost, re-injected), kept in the store.
+- Receives only what it uses (readers, writer, the category matrix, the staleness rule); the SQL is
+  ``store/compactions.py``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ Rules:
   makes it current again.
 - Never fails a hook: any error reading the files gives no note (logged).
 - :func:`compact_section`: the ``# Compact instructions`` text from the session's phase, its open
-  decisions and pending items (the store), its failing tests and the files it changed.
+  decisions and pending items (the store, ``store/compactions.py``), its failing tests and the files
+  it changed.
+- Receives only what it uses (readers, a budget function, the transcript roots), never the Service.
 """
 
 from __future__ import annotations
