@@ -326,8 +326,12 @@ def _alternatives(pattern: str) -> list[str]:
     return parts
 
 
-# Alternatives anchored at a line start (``\n...``) are joined in one regex ``\n(?:(?P<g0>...)|...)``: the
-# engine scans for "\n" once and tries the branches there (most fail on their first character).
+# Alternatives anchored at a line start (``\n...``) are joined in one regex ``\n(?:...(?P<g0>)|...)``: the
+# engine scans for "\n" once and tries the branches there. Each branch is written so that the engine can
+# reject it on the line's first character without entering it (it does so for a branch that starts with a
+# literal or a character class): the branch's group is an empty one at its END (``m.lastgroup`` still names
+# the branch that matched), and a branch that starts with a quantified atom or an optional group is
+# rewritten to an equivalent one that starts with a literal or a class (:func:`_fast_starts`).
 # Other alternatives get one regex each: one that starts with a literal is searched with the engine's
 # fast literal scan, where a big alternation tries every branch at every position (ten times slower).
 # A leading ``\b`` defeats that scan too, so it is dropped from the regex and checked on the match.
@@ -341,6 +345,79 @@ class _Scan(msgspec.Struct, frozen=True):
     rx: re.Pattern[str]
     boundary: bool  # the match must start at a word boundary
     info: dict[str | None, tuple[int, int, bool]]  # group name (None: whole match) -> tier, follow, as ctx
+
+
+_QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
+
+
+def _first_atom(alt: str) -> int:
+    """The length of ``alt``'s first atom (an escape, a class, a group or one character); 0 when unknown."""
+    if not alt:
+        return 0
+    c = alt[0]
+    if c == "\\":
+        return 2 if len(alt) > 1 and alt[1] not in "0123456789xuUNpgk" else 0
+    if c == "[":
+        j = 1
+        if j < len(alt) and alt[j] == "^":
+            j += 1
+        if j < len(alt) and alt[j] == "]":
+            j += 1
+        while j < len(alt) and alt[j] != "]":
+            j += 2 if alt[j] == "\\" else 1
+        return j + 1 if j < len(alt) else 0
+    if alt.startswith("(?:"):
+        depth = 0
+        j = 0
+        while j < len(alt):
+            if alt[j] == "\\":
+                j += 2
+                continue
+            if alt[j] == "[":
+                j += _first_atom(alt[j:]) or 1
+                continue
+            if alt[j] == "(":
+                depth += 1
+            elif alt[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        return 0
+    return 0 if c in ".^$*+?{}()|" else 1
+
+
+def _fast_starts(alt: str, depth: int = 0) -> list[str]:
+    """Branches equivalent, in this order, to the regex branch ``alt`` (same matches, same spans, tried in
+    the same order), each starting with a literal or a class where that can be done: ``X+r`` ->
+    ``XX*r``, ``X{m,n}r`` -> ``XX{m-1,n-1}r``, ``X*r`` -> ``XX*r | r``, ``X?r`` -> ``Xr | r``,
+    ``(?:A|B)r`` -> ``Ar | Br`` (and ``(?:A|B)?r`` -> ``Ar | Br | r``)."""
+    n = _first_atom(alt)
+    if n == 0 or depth > 4:
+        return [alt]
+    atom, rest = alt[:n], alt[n:]
+    q = _QUANT_RE.match(rest)
+    quant = q.group(1) if q else ""
+    after = rest[q.end():] if q else rest
+    if atom.startswith("(?:"):
+        if quant not in ("", "?"):
+            return [alt]
+        inner = [a + after for a in _alternatives(atom[3:-1])]
+        out = [b for a in inner for b in _fast_starts(a, depth + 1)]
+        return out + (_fast_starts(after, depth + 1) if quant == "?" and after else [] if quant != "?" else [after])
+    if not quant:
+        return [alt]
+    if quant == "+":
+        return [atom + atom + "*" + after]
+    if quant in ("*", "?"):
+        keep = atom + atom + "*" + after if quant == "*" else atom + after
+        return [keep, *(_fast_starts(after, depth + 1) if after else [after])]
+    lo, comma, hi = q.group(2), q.group(3), q.group(4)
+    m = int(lo or 0)
+    if m == 0 or (hi and int(hi) < m):
+        return [alt]
+    rep = f"{{{m - 1}{comma or ''}{'' if not comma else (str(int(hi) - 1) if hi else '')}}}"
+    return [atom + atom + rep + after]
 
 
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
@@ -358,9 +435,11 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
             out.append(_Scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
     if anchored:
         anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
-        names = {f"g{i}": info for i, (_o, _a, info) in enumerate(anchored)}
-        rx = re.compile("\\n(?:" + "|".join(f"(?P<g{i}>{alt})" for i, (_o, alt, _inf) in enumerate(anchored)) + ")")
-        out.insert(0, _Scan(rx, False, dict(names)))
+        branches = [(b, info) for _o, alt, info in anchored for b in _fast_starts(alt)]
+        names = {f"g{i}": info for i, (_b, info) in enumerate(branches)}
+        rx = re.compile("\\n(?:" + "|".join(f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)) + ")")
+        assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
+        out.insert(0, _Scan(rx, False, names))
     return out
 
 
