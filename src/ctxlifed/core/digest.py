@@ -489,12 +489,14 @@ _PATTERNS = {
 
 _WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: "), re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-# one literal regex per level (a literal is searched fast; the alternation above tries every position)
-_LEVEL_RES = tuple((lv, re.compile(lv + r"\b")) for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR",
-                                                            "CRITICAL", "FATAL", "TRACE"))
-_GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*):\d+[:-]")
-_GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*):(?!\d)")
-_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)([^\n/]+)/?(?=\n)")
+# one literal regex per level (a literal is searched fast; the alternation above tries every position); the
+# lookbehind after the word rejects one preceded by a letter or digit without a Python test per match
+_LEVEL_RES = tuple((lv, re.compile(lv + r"\b(?<![^\W_]" + lv + ")"))
+                   for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE"))
+# ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
+_GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
+_GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
+_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
 _COMMIT_RE = re.compile(r"\ncommit [0-9a-f]{7,40}\b|\n[0-9a-f]{7,12} \S")
 _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 _STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
@@ -522,10 +524,6 @@ def _estimate(text: str) -> int:
         return (len(text) + 3) // 4
     cjk = len(_CJK_RE.findall(text))
     return cjk + (len(text) - cjk + 3) // 4
-
-
-def _tok(line: str) -> int:
-    return _estimate(line)
 
 
 def _fmt(n: int) -> str:
@@ -570,8 +568,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if col or sat:
             out.append(f"collected {col}, already satisfied {sat}")
     elif kind == "log":
-        levels = Counter({lv: n for lv, rx in _LEVEL_RES
-                          if (n := sum(1 for m in rx.finditer(nb) if not nb[m.start() - 1].isalnum()))})
+        levels = Counter({lv: n for lv, rx in _LEVEL_RES if (n := len(rx.findall(nb)))})
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
@@ -603,7 +600,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
-        dirs = Counter(m.group(1) for m in _PATH_LINE_RE.finditer(nb))
+        dirs = Counter(_PATH_LINE_RE.findall(nb))
         if sum(dirs.values()) >= 3:
             out.append(f"{sum(dirs.values())} paths in {len(dirs)} directories; most: {_top(dirs, 6)}")
             return out
@@ -672,13 +669,23 @@ def digest(
         if 0 <= i < n and (i not in tier or tier[i] > t) and lines[i].strip():
             tier[i] = t
 
+    is_log = k == "log"
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
-        for m, (t, follow, as_ctx) in _finditer(scan, nb):
-            i = bisect_right(starts, m.start()) - 1
-            mark(i, t)
-            for j in range(i + 1, i + 1 + follow):
-                mark(j, 2 if as_ctx else t)
-            if k == "log" and t == 1 and i > 0:
+        # _finditer and mark, inlined: this loop runs once per match (thousands in a long error list)
+        rx, boundary, info = scan.rx, scan.boundary, scan.info
+        single = info.get(None)
+        for m in rx.finditer(nb):
+            p = m.start()
+            if boundary and p > 0 and (nb[p - 1].isalnum() or nb[p - 1] == "_"):
+                continue
+            t, follow, as_ctx = single if single is not None else info[m.lastgroup]
+            i = bisect_right(starts, p) - 1
+            if tier.get(i, 9) > t and lines[i].strip():
+                tier[i] = t
+            if follow:
+                for j in range(i + 1, i + 1 + follow):
+                    mark(j, 2 if as_ctx else t)
+            if is_log and t == 1 and i > 0:
                 mark(i - 1, 2)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
@@ -693,9 +700,10 @@ def digest(
     shown: set[int] = set()
     used = 0
     omitted = 0
+    ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed inline
     for t in (0, 1):
         for i in (x for x in must if tier[x] == t):
-            cost = _tok(lines[i]) + 1
+            cost = ((len(lines[i]) + 3) >> 2 if ascii_only else _estimate(lines[i])) + 1
             if t == 1 and used + cost > max_tokens:
                 omitted += 1
                 continue
@@ -712,7 +720,7 @@ def digest(
             cands.sort(key=lambda i: (i >= head_n, -i if i >= head_n else i))
         for i in cands:
             line, was_cut = _cut_line(lines[i])
-            cost = _tok(line) + 1
+            cost = ((len(line) + 3) >> 2 if ascii_only else _estimate(line)) + 1
             if ctx_used + cost > room:
                 continue
             ctx_used += cost
