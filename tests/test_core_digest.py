@@ -297,10 +297,44 @@ def test_fast_starts_rewrites_a_leading_quantifier_or_group_to_a_literal_or_clas
     from ctxlifed.core.digest import _fast_starts
 
     assert _fast_starts(r"\d+ errors?") == [r"\d\d* errors?"]
-    assert _fast_starts(r"\s*Finished ") == [r"\s\s*Finished ", "Finished "]
+    assert _fast_starts(r"\s*Finished ") == [r"\s\s*+Finished ", "Finished "]
     assert _fast_starts(r"_{3,} x") == [r"__{2,} x"]
     assert _fast_starts(r"[A-Z]{1,4}\d") == [r"[A-Z][A-Z]{0,3}\d"]
     assert _fast_starts(r"(?:#|ℹ) (?:a|b)") == [r"# (?:a|b)", r"ℹ (?:a|b)"]
     assert _fast_starts(r"(?:[\w.]+\.)?[A-Z]\w*") == [r"[\w.][\w.]*\.[A-Z]\w*", r"[A-Z]\w*"]
     assert _fast_starts(r"\s+?x") == [r"\s+?x"]  # a lazy quantifier stays as it is
     assert _fast_starts("FAILED ") == ["FAILED "]
+
+
+def test_fast_starts_takes_leading_white_space_possessively_only_before_a_non_space() -> None:
+    from ctxlifed.core.digest import _fast_starts
+
+    assert _fast_starts("\\s*✕ ") == ["\\s\\s*+✕ ", "✕ "]
+    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d+ passing"]
+    assert _fast_starts("\\s*[●✕] ") == ["\\s\\s*+[●✕] ", "[●✕] "]
+    assert _fast_starts("\\s*(?:a|\\s)x") == ["\\s\\s*(?:a|\\s)x", "ax", "\\sx"]  # the rest may start with a space
+    assert _fast_starts("\\s*[^x]") == ["\\s\\s*[^x]", "[^x]"]
+
+
+_PY_EXC_PLAIN = r"\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
+
+
+def _py_exc_spans(pattern: str, text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(pattern, "\n" + text)]
+
+
+def test_python_exception_pattern_matches_the_lines_of_its_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core.digest import _PY_EXC
+
+    for _name, _meta, text in corpus():
+        assert _py_exc_spans(_PY_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "ValueError", "Error", "Exit", "SystemExit", "KeyboardInterrupt", "Failure",
+                                 "x", "X", "_", ".", "a.b", ":", ": msg", " ", "é", "É", "Exception", "1"]), max_size=12))
+def test_python_exception_pattern_matches_the_lines_of_its_plain_form_on_any_text(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _PY_EXC
+
+    text = "".join(parts)
+    assert _py_exc_spans(_PY_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)

@@ -205,7 +205,12 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # their line. Group names: ``t<tier>`` or ``t<tier>n<k>`` (the k lines after the match's line join
 # the same tier) or ``t<tier>c<k>`` (the k lines after it join tier 2, as context).
 
-_PY_EXC = r"\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
+# A Python exception line: ``[pkg.]NameError[: message]``, i.e. the line's first word run (after an optional
+# dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure. Written so that
+# nothing backtracks: the prefix up to the last dot and the name are taken possessively, then the ending is
+# checked behind (the same lines as ``\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
+_PY_EXC = (r"\n(?:[\w.](?:\w*\.)++)?[A-Z]\w*+"
+           r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n\s+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
@@ -387,6 +392,22 @@ def _first_atom(alt: str) -> int:
     return 0 if c in ".^$*+?{}()|" else 1
 
 
+def _no_space_start(alt: str) -> bool:
+    """True when no match of ``alt`` can start with a white-space character (judged on its first atom)."""
+    if not alt:
+        return False
+    if alt[:2] in (r"\d", r"\w", r"\S"):
+        return True
+    if alt.startswith("(?:"):
+        n = _first_atom(alt)
+        return n > 0 and not _QUANT_RE.match(alt, n) and all(_no_space_start(a) for a in _alternatives(alt[3:n - 1]))
+    if alt[0] == "[":  # a plain class: no negation, no escapes, no white space in it
+        n = _first_atom(alt)
+        body = alt[1:n - 1]
+        return n > 0 and not body.startswith("^") and "\\" not in body and not any(c.isspace() for c in body)
+    return alt[0] not in ".^$*+?{}[]()|\\" and not alt[0].isspace()
+
+
 def _fast_starts(alt: str, depth: int = 0) -> list[str]:
     """Branches equivalent, in this order, to the regex branch ``alt`` (same matches, same spans, tried in
     the same order), each starting with a literal or a class where that can be done: ``X+r`` ->
@@ -407,10 +428,13 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
         return out + (_fast_starts(after, depth + 1) if quant == "?" and after else [] if quant != "?" else [after])
     if not quant:
         return [alt]
+    # Leading white space before something that cannot start with white space: giving some of it back
+    # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
+    star = "*+" if atom == r"\s" and _no_space_start(after) else "*"
     if quant == "+":
-        return [atom + atom + "*" + after]
+        return [atom + atom + star + after]
     if quant in ("*", "?"):
-        keep = atom + atom + "*" + after if quant == "*" else atom + after
+        keep = atom + atom + star + after if quant == "*" else atom + after
         return [keep, *(_fast_starts(after, depth + 1) if after else [after])]
     lo, comma, hi = q.group(2), q.group(3), q.group(4)
     m = int(lo or 0)
