@@ -167,10 +167,10 @@ def test_pure_module_imports_no_io() -> None:
 
 
 def test_fast_token_estimate_is_core_models_figure() -> None:
-    from ctxlifed.core.digest import _estimate
+    from ctxlifed.core.digest import token_estimate
 
     for text in ("", "abc", "中文abc", "é" * 10, "ｱ漢字한국어 x" * 50, "ー", "\uffef\u3040", "\u309f\u30a0"):
-        assert _estimate(text) == estimate_tokens(text), text
+        assert token_estimate(text) == estimate_tokens(text), text
 
 
 def test_mixed_runner_output_keeps_each_runners_failures() -> None:

@@ -73,6 +73,7 @@ __all__ = [
     "digest",
     "kept_verbatim",
     "output_kind",
+    "token_estimate",
 ]
 
 OutputKind = Literal["test", "build", "install", "search", "diff", "log", "other"]
@@ -540,7 +541,7 @@ _WORDY_RE = re.compile(r"\w")
 _CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 
 
-def _estimate(text: str) -> int:
+def token_estimate(text: str) -> int:
     """:func:`~ctxlifed.core.model.estimate_tokens`, the same figure, fast on non-ASCII text."""
     if not text:
         return 0
@@ -719,7 +720,7 @@ def digest(
         if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
             mark(i, 3)
 
-    orig_tokens = original_tokens if original_tokens is not None else _estimate(text)
+    orig_tokens = original_tokens if original_tokens is not None else token_estimate(text)
     must = sorted(i for i, t in tier.items() if t <= 1)
     shown: set[int] = set()
     used = 0
@@ -727,7 +728,7 @@ def digest(
     ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed inline
     for t in (0, 1):
         for i in (x for x in must if tier[x] == t):
-            cost = ((len(lines[i]) + 3) >> 2 if ascii_only else _estimate(lines[i])) + 1
+            cost = ((len(lines[i]) + 3) >> 2 if ascii_only else token_estimate(lines[i])) + 1
             if t == 1 and used + cost > max_tokens:
                 omitted += 1
                 continue
@@ -744,7 +745,7 @@ def digest(
             cands.sort(key=lambda i: (i >= head_n, -i if i >= head_n else i))
         for i in cands:
             line, was_cut = _cut_line(lines[i])
-            cost = ((len(line) + 3) >> 2 if ascii_only else _estimate(line)) + 1
+            cost = ((len(line) + 3) >> 2 if ascii_only else token_estimate(line)) + 1
             if ctx_used + cost > room:
                 continue
             ctx_used += cost
@@ -798,7 +799,7 @@ def digest(
         text=out,
         original_lines=total_lines,
         original_tokens=orig_tokens,
-        tokens=_estimate(out),
+        tokens=token_estimate(out),
         kept_lines=len(shown),
         must_lines=len(must),
         must_omitted=omitted,
