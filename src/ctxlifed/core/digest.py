@@ -708,8 +708,10 @@ def digest(
             if tier.get(i, 9) > t and lines[i].strip():
                 tier[i] = t
             if follow:
-                for j in range(i + 1, i + 1 + follow):
-                    mark(j, 2 if as_ctx else t)
+                tf = 2 if as_ctx else t
+                for j in range(i + 1, min(n, i + 1 + follow)):
+                    if tier.get(j, 9) > tf and lines[j].strip():
+                        tier[j] = tf
             if is_log and t == 1 and i > 0:
                 mark(i - 1, 2)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
@@ -726,8 +728,14 @@ def digest(
     used = 0
     omitted = 0
     ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed inline
+    # A chosen line is never blank, so it costs at least 2 (one token and its newline): once less than that
+    # is left, every remaining candidate is skipped without measuring it.
     for t in (0, 1):
-        for i in (x for x in must if tier[x] == t):
+        cands = [x for x in must if tier[x] == t]
+        for k_, i in enumerate(cands):
+            if t == 1 and max_tokens - used < 2:
+                omitted += len(cands) - k_
+                break
             cost = ((len(lines[i]) + 3) >> 2 if ascii_only else token_estimate(lines[i])) + 1
             if t == 1 and used + cost > max_tokens:
                 omitted += 1
@@ -744,7 +752,12 @@ def digest(
         if t == 3:  # head before tail, nearest the ends first
             cands.sort(key=lambda i: (i >= head_n, -i if i >= head_n else i))
         for i in cands:
-            line, was_cut = _cut_line(lines[i])
+            if room - ctx_used < 2:
+                break
+            line = lines[i]
+            was_cut = len(line) > MAX_LINE_CHARS
+            if was_cut:
+                line = _cut_line(line)[0]
             cost = ((len(line) + 3) >> 2 if ascii_only else token_estimate(line)) + 1
             if ctx_used + cost > room:
                 continue
