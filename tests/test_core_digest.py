@@ -338,3 +338,11 @@ def test_python_exception_pattern_matches_the_lines_of_its_plain_form_on_any_tex
 
     text = "".join(parts)
     assert _py_exc_spans(_PY_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["→", "…", "─", "漢", "ｱ", "한", "\u3040", "\u30ff", "\uffef", "\ufff0", "\u2fff"]), max_size=40))
+def test_fast_token_estimate_is_core_models_figure_on_any_text(text: str) -> None:
+    from ctxlifed.core.digest import token_estimate
+
+    assert token_estimate(text) == estimate_tokens(text)
