@@ -346,3 +346,10 @@ def test_fast_token_estimate_is_core_models_figure_on_any_text(text: str) -> Non
     from ctxlifed.core.digest import token_estimate
 
     assert token_estimate(text) == estimate_tokens(text)
+
+
+def test_failing_tests_named_counts_each_distinct_id_once_in_a_long_run() -> None:
+    ids = [f"tests/test_m{i // 50}.py::test_case_{i}" for i in range(1500)]
+    text = "".join(f"FAILED {x} - AssertionError: x\n" for x in ids + ids[:300]) + "==== 1500 failed in 3.2s ====\n"
+    d = digest(text, command="pytest", archive_id=3)
+    assert "1500 failing tests named" in d.text
