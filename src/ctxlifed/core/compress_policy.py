@@ -44,8 +44,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxlifed.core.digest import OutputKind, output_kind
-from ctxlifed.core.model import estimate_tokens
+from ctxlifed.core.digest import OutputKind, output_kind, token_estimate
 
 __all__ = [
     "CompressMode",
@@ -302,7 +301,7 @@ def decide(
     text = full_text if isinstance(full_text, str) and full_text else payload_text
     if not text.strip():
         return None
-    tokens = estimate_tokens(text)
+    tokens = token_estimate(text)  # estimate_tokens's figure, without a Python loop over non-ASCII text
     if persisted and not full_text:
         size = tool_response.get("persistedOutputSize")
         if isinstance(size, int) and size > len(text):
