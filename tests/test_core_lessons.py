@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import runpy
 import subprocess
 import sys
-import time
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -35,6 +36,8 @@ from ctxlifed.core.lessons import (
     target_of,
 )
 from ctxlifed.core.model import estimate_tokens
+
+ERROR_TEXTS = runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench" / "_adversarial.py"))["ERROR_TEXTS"]
 
 CWD = "/home/dev/proj"
 DAY = 86400.0
@@ -543,33 +546,12 @@ def test_cause(text: str, cause: str) -> None:
     assert info is not None and info.cause == cause
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "ValueError: bad " + "x" * 50_000,
-        "Error: " + "a/" * 30_000,
-        "Error: " + "a." * 30_000,
-        "Error: " + "1" * 60_000,
-        "Error: " + "ab12" * 20_000,
-        "Error: a.ts" + "(1," * 20_000,
-        "Error: x.py" + ":1" * 30_000,
-        "Error: http://" + "a" * 50_000,
-        "No such file or directory: '" + "a" * 50_000,
-        "x" * 50_000 + ": command not found",
-        ("x" * 1999 + "\n") * 500 + "Error: boom",
-        "FAILED t.py::x - a...\n" + "E   " + "a" * 50_000,
-        "\n".join(f"___ t{i} ___\nE   boom" for i in range(20_000)) + "\nFAILED a.py::t9 - x...",
-        "Traceback (most recent call last)\n" * 20_000,
-    ],
-    ids=lambda t: t[:12],
-)
-def test_signature_is_fast_on_adversarial_text(text: str) -> None:
-    """The hook path must not stall: no regex may go quadratic on long words or many lines."""
-    t0 = time.perf_counter()
-    for _ in range(3):
-        sig = signature(text, tool="Bash", command="pytest")
-        assert sig is None or len(sig) <= L.SIG_MAX
-    assert time.perf_counter() - t0 < 1.5
+@pytest.mark.parametrize("text", ERROR_TEXTS, ids=lambda t: t[:12])
+def test_signature_is_bounded_on_adversarial_text(text: str) -> None:
+    """Long words and many lines give a bounded signature (or none). How long it takes is measured
+    by bench/bench_worstcase.py on the same texts, not asserted here."""
+    sig = signature(text, tool="Bash", command="pytest")
+    assert sig is None or len(sig) <= L.SIG_MAX
 
 
 def test_display_command() -> None:
