@@ -12,12 +12,11 @@ Rules:
     success -- a successful test run (pass marker, or no marker and no pipe hiding the exit code),
                and a successful call of any other tool (Read, WebFetch, MCP, ...).
   Interrupted calls, Agent/Task calls, a piped test run whose output shows neither outcome, and
-  other hook events give None. Paths under the payload's
-  ``cwd`` are made relative to it (in ``file_path`` and inside commands).
-- What an edit changed (:func:`edit_change`), for a lesson's fix step: a step
-  names the fix itself: the command as run (so the package installed is in it), or the edit with
-  the changed lines, ``edit src/x.py: `timeout = 5` → `timeout = 30``` (:func:`edit_change`: the
-  first changed line of each side, trimmed to :data:`CHANGE_SIDE_MAX` characters).
+  other hook events give None. Paths under the payload's ``cwd`` are made relative to it (in
+  ``file_path`` and inside commands).
+- What an edit changed (:func:`edit_change`, an edit's part of its fix step): the first changed line of
+  each side, ``edit src/x.py: `timeout = 5` → `timeout = 30``` (each side trimmed to
+  :data:`CHANGE_SIDE_MAX` characters); ``+ after`` / ``- before`` for an addition / removal.
 """
 
 from __future__ import annotations

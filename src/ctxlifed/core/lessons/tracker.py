@@ -12,12 +12,12 @@ Rules:
   and yields a :class:`Lesson` *only if* something changed in between (a retry that just passes is
   flakiness, not a fix). Failed calls are never fix steps. A failure never fixed yields nothing.
   The fix is the steps since the failure was first seen, steps mentioning the cause's subject first
-  (``pip install requests`` for "missing module requests"), at most :data:`FIX_MAX` items.
-  A step names the fix itself: the command as run (:func:`~ctxlifed.core.lessons.targets.display_command`),
+  (``pip install requests`` for "missing module requests"), at most :data:`FIX_MAX` items. A step
+  names the fix itself: the command as run (:func:`~ctxlifed.core.lessons.targets.display_command`),
   or the edit with the changed lines (:func:`~ctxlifed.core.lessons.events.edit_change`).
 - Ids: the tracker and ``Lesson.events`` hold stored event ids (internal, JSON ``event_ids``, never
   printed). ``Lesson.evidence`` holds the archive ids of the same items, filled in by the store; it
-  is the only id list printed as ``#N`` (:func:`lesson_text`), so every ``#N`` resolves with
+  is the only id list printed as ``#N`` (:func:`~ctxlifed.core.lessons.render.lesson_text`), so every ``#N`` resolves with
   ``ctxlifectl recall --id N``.
 - Lessons merge by signature (:func:`merge`): count adds up, first/last seen widen, the newest cause
   and excerpt win, fixes are united newest first (at most :data:`FIX_MAX`), event ids, evidence ids
@@ -27,7 +27,6 @@ Rules:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Literal
 
