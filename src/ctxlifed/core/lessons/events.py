@@ -70,7 +70,6 @@ def _head_tail(text: str, limit: int, head: int) -> str:
     return text[:head] + "\n…\n" + text[-(limit - head) :]
 
 
-
 def _relativise(text: str, cwd: str) -> str:
     if not cwd or len(cwd) < 2 or not text:
         return text

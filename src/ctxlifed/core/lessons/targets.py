@@ -60,7 +60,6 @@ class Target(msgspec.Struct, frozen=True):
     scope: tuple[str, ...] = ()
 
 
-
 _PYTEST_SELECTORS = frozenset({"-k", "-m"})
 _PYTEST_VALUES = frozenset({"-p", "-c", "-o", "-W", "-r", "-n", "--tb", "--maxfail", "--durations", "--cov",
                             "--cov-report", "--deselect", "--ignore", "--ignore-glob", "--rootdir", "--confcutdir",

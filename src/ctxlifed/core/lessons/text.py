@@ -31,10 +31,8 @@ def clean(text: str, limit: int) -> str:
     return one_line(redact(text[: limit * 8])[0], limit)
 
 
-
 def cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(0, n - 1)].rstrip() + "…"
-
 
 
 def code_span(text: str) -> str:
