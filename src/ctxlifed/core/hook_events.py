@@ -6,8 +6,10 @@ Rules:
   missing or non-text ``hook_event_name`` gives :class:`UnknownHook` (the name kept, ``""`` when it was
   not text); a field of the wrong type gets its default and every other field is kept. Anything that
   is not a dict gives an empty :class:`UnknownHook`.
-- Cost: one strict conversion of the whole payload; only when it fails (``ValidationError``) are the
-  fields converted one by one. A well-formed payload pays the single pass.
+- Cost: the class is looked up by name, then one strict conversion of the whole payload to it; only
+  when that fails (``ValidationError``) are the fields converted one by one. A well-formed payload pays
+  the single pass. (A dict is never converted to the tagged union itself: that is much slower than
+  the lookup; JSON text is decoded to the union directly, which is fast.)
 - Every field has a default: Claude Code omits fields by event, version and context (docs: the hooks
   spec, sections 1.2-1.3, CLI 2.1.328; ``PreSkillShellCommand`` of 2.1.332). Text defaults to ``""``,
   objects to ``{}``, lists to ``[]``; ``None`` only where absent differs from any value (numbers of a
@@ -360,15 +362,16 @@ def decode_hook(payload: Any) -> HookEvent | UnknownHook:
     """The typed event of one hook payload (a dict as Claude Code sent it). Never raises (see the rules)."""
     if not isinstance(payload, dict):
         return UnknownHook()
-    try:
-        return msgspec.convert(payload, _AnyEvent)  # type: ignore[no-any-return]
-    except (msgspec.ValidationError, RecursionError):
-        pass
     name = payload.get("hook_event_name")
     cls = HOOK_EVENTS.get(name) if isinstance(name, str) else None
     if cls is None:
         return _coerce(UnknownHook, payload)  # type: ignore[no-any-return]
-    return _coerce(cls, payload)  # type: ignore[no-any-return]
+    try:
+        # The class by its name, then one conversion to it: converting a dict to the tagged union
+        # itself costs far more than the lookup.
+        return msgspec.convert(payload, cls)
+    except (msgspec.ValidationError, RecursionError):
+        return _coerce(cls, payload)  # type: ignore[no-any-return]
 
 
 def decode_hook_json(data: bytes) -> HookEvent | UnknownHook:
