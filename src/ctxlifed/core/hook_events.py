@@ -63,6 +63,7 @@ class _Common(msgspec.Struct, frozen=True, kw_only=True):
     effort: dict[str, Any] = {}
     agent_id: str = ""  # set inside a subagent (and on SubagentStart/SubagentStop)
     agent_type: str = ""  # "" also for compaction's internal agents
+    ctxlifed_env: dict[str, str] = {}  # added by the shim: the autocompact overrides it saw (docs/protocol.md)
 
 
 class HookEvent(_Common, frozen=True, kw_only=True, tag_field="hook_event_name", tag=True):
