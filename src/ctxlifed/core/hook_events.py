@@ -377,7 +377,8 @@ def decode_hook(payload: Any) -> HookEvent | UnknownHook:
 
 def decode_hook_json(data: bytes) -> HookEvent | UnknownHook:
     """The typed event of one payload's JSON text. Never raises on a JSON object; text that is not
-    JSON raises ``msgspec.DecodeError`` (the protocol layer answers it)."""
+    JSON raises ``msgspec.DecodeError``, nesting deeper than msgspec decodes ``RecursionError`` (as
+    for the protocol's own decode of the params, which answers both before a payload gets here)."""
     try:
         return _json_event.decode(data)  # type: ignore[no-any-return]
     except msgspec.ValidationError:
