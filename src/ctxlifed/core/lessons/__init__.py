@@ -23,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 from ctxlifed.core.commands import command_family
-from ctxlifed.core.lessons.events import CHANGE_SIDE_MAX, MAX_EV_TEXT, Ev, EvKind, classify_event, edit_change
+from ctxlifed.core.lessons.events import CHANGE_SIDE_MAX, MAX_EV_TEXT, Ev, EvKind, classify_event, classify_hook, edit_change
 from ctxlifed.core.lessons.render import (
     HINT_CAP_TOKENS,
     HINT_QUOTE_LABEL,
@@ -85,6 +85,7 @@ __all__ = [
     "Tracker",
     "cause_of",
     "classify_event",
+    "classify_hook",
     "covers",
     "describe_error",
     "display_command",

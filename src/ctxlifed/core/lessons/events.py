@@ -3,7 +3,8 @@
 Rules:
 - Pure: no I/O, no clock; times and event ids are passed in. :func:`classify_event` never raises on
   a malformed payload. An :class:`Ev`'s text is bounded (:data:`MAX_EV_TEXT`).
-- Events (:func:`classify_event`, one PostToolUse / PostToolUseFailure payload at a time):
+- Events (:func:`classify_hook`, one typed PostToolUse / PostToolUseFailure event of
+  ``core.hook_events`` at a time; :func:`classify_event` is the adapter for a payload dict):
     fail    -- PostToolUseFailure (not ``is_interrupt``); a PostToolUse Bash whose ``tool_response``
                carries a non-zero exit code; a PostToolUse Bash test run whose output
                :func:`~ctxlifed.core.transcript.test_outcome` calls failed.
@@ -27,13 +28,22 @@ from typing import Any, Literal
 import msgspec
 
 from ctxlifed.core.commands import EDIT_TOOLS
+from ctxlifed.core.hook_events import (
+    HookEvent,
+    PostToolUse,
+    PostToolUseFailure,
+    UnknownHook,
+    as_mapping,
+    as_text,
+    decode_hook,
+)
 from ctxlifed.core.lessons.signatures import signature
 from ctxlifed.core.lessons.targets import MAX_TARGET_PART, Target, target_of
 from ctxlifed.core.lessons.text import WS_RE, code_span, cut
 from ctxlifed.core.lessons.text import one_line as _one_line  # the name the classifier's body uses
 from ctxlifed.core.transcript import test_outcome
 
-__all__ = ["CHANGE_SIDE_MAX", "MAX_EV_TEXT", "Ev", "EvKind", "classify_event", "edit_change"]
+__all__ = ["CHANGE_SIDE_MAX", "MAX_EV_TEXT", "Ev", "EvKind", "classify_event", "classify_hook", "edit_change"]
 
 MAX_EV_TEXT = 16_000  # characters of an Ev's text (head 4k + tail 12k)
 
@@ -54,14 +64,6 @@ class Ev(msgspec.Struct, frozen=True, kw_only=True):
     change: str = ""  # edit: the changed lines, ``before → after`` trimmed (:func:`edit_change`)
     target: Target | None = None
     signature: str | None = None
-
-
-def _s(v: Any) -> str:
-    return v if isinstance(v, str) else ""
-
-
-def _d(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 def _head_tail(text: str, limit: int, head: int) -> str:
@@ -85,7 +87,7 @@ _NONZERO_KEYS = ("exitCode", "exit_code", "returnCode")
 
 def _tool_key(tool: str, ti: dict[str, Any]) -> str:
     for k in ("url", "query", "pattern", "path", "notebook_path", "file_path"):
-        v = _s(ti.get(k))
+        v = as_text(ti.get(k))
         if v:
             return v
     try:
@@ -95,7 +97,7 @@ def _tool_key(tool: str, ti: dict[str, Any]) -> str:
 
 
 def _exit_code(tr: Any) -> int | None:
-    r = _d(tr)
+    r = as_mapping(tr)
     for k in _NONZERO_KEYS:
         v = r.get(k)
         if isinstance(v, int) and not isinstance(v, bool):
@@ -104,27 +106,30 @@ def _exit_code(tr: Any) -> int | None:
 
 
 def classify_event(payload: dict[str, Any], *, event_id: int, ts: float) -> Ev | None:
-    """The :class:`Ev` of one (redacted) PostToolUse / PostToolUseFailure payload, or None.
-    Never raises on a malformed payload."""
+    """Adapter for callers that still hold the payload dict: :func:`classify_hook` of its decoded
+    event. New code decodes once (``hook_events.decode_hook``) and calls that directly."""
+    return classify_hook(decode_hook(payload), event_id=event_id, ts=ts)
+
+
+def classify_hook(event: HookEvent | UnknownHook, *, event_id: int, ts: float) -> Ev | None:
+    """The :class:`Ev` of one (redacted) PostToolUse / PostToolUseFailure event, or None.
+    Never raises on a malformed tool input or response."""
     try:
-        return _classify(payload, event_id, ts)
+        return _classify(event, event_id, ts)
     except Exception:  # noqa: BLE001 - hooks must never break on a payload shape
         return None
 
 
-def _classify(payload: dict[str, Any], event_id: int, ts: float) -> Ev | None:
-    if not isinstance(payload, dict):
+def _classify(event: HookEvent | UnknownHook, event_id: int, ts: float) -> Ev | None:
+    if not isinstance(event, (PostToolUse, PostToolUseFailure)):
         return None
-    ev = _s(payload.get("hook_event_name"))
-    if ev not in ("PostToolUse", "PostToolUseFailure"):
-        return None
-    tool = _s(payload.get("tool_name"))
+    tool = event.tool_name
     if not tool or tool in _IGNORED_TOOLS:
         return None
-    ti = _d(payload.get("tool_input"))
-    cwd = _s(payload.get("cwd"))
-    command = _relativise(_s(ti.get("command")), cwd)[:4096] if tool == "Bash" else ""
-    fp = _s(ti.get("file_path")) or _s(ti.get("notebook_path"))
+    ti = event.tool_input
+    cwd = event.cwd
+    command = _relativise(event.input_text("command"), cwd)[:4096] if tool == "Bash" else ""
+    fp = event.input_text("file_path") or event.input_text("notebook_path")
     if fp and cwd and fp.startswith(cwd.rstrip("/") + "/"):
         fp = fp[len(cwd.rstrip("/")) + 1 :]
     fp = fp[:1024]
@@ -135,16 +140,16 @@ def _classify(payload: dict[str, Any], event_id: int, ts: float) -> Ev | None:
         return Ev(kind="fail", ts=ts, event_id=event_id, tool=tool, command=command, file_path=fp,
                   text=_head_tail(text, MAX_EV_TEXT, 4000), target=target, signature=sig)
 
-    if ev == "PostToolUseFailure":
-        if payload.get("is_interrupt") is True:
+    if isinstance(event, PostToolUseFailure):
+        if event.is_interrupt:
             return None
-        return fail(_s(payload.get("error")))
-    tr = payload.get("tool_response")
+        return fail(event.error)
+    tr = event.tool_response
     if tool == "Bash":
-        r = _d(tr)
+        r = as_mapping(tr)
         if r.get("interrupted") is True:
             return None
-        out = "\n".join(x for x in (_s(r.get("stdout")), _s(r.get("stderr"))) if x) if r else _s(tr)
+        out = "\n".join(x for x in (as_text(r.get("stdout")), as_text(r.get("stderr"))) if x) if r else as_text(tr)
         code = _exit_code(tr)
         if code is not None and code != 0:
             return fail(f"Exit code {code}\n{out}")
@@ -210,16 +215,16 @@ def edit_change(tool: str, ti: dict[str, Any], tr: Any = None) -> str:
     when unknown. Redacted by the callers (every lesson text is)."""
     try:
         if tool == "Edit":
-            return _changed_lines(_s(ti.get("old_string")), _s(ti.get("new_string")))
+            return _changed_lines(as_text(ti.get("old_string")), as_text(ti.get("new_string")))
         if tool == "MultiEdit":
             edits = [e for e in ti.get("edits") or () if isinstance(e, dict)]
             if not edits:
                 return ""
-            first = _changed_lines(_s(edits[0].get("old_string")), _s(edits[0].get("new_string")))
+            first = _changed_lines(as_text(edits[0].get("old_string")), as_text(edits[0].get("new_string")))
             n = len(edits) - 1
             return first + (f" (+{n} more edit{'s' if n != 1 else ''})" if n and first else "")
         if tool == "Write":
-            hunks = _d(tr).get("structuredPatch")
+            hunks = as_mapping(tr).get("structuredPatch")
             if isinstance(hunks, list) and hunks:
                 lines = [ln for h in hunks if isinstance(h, dict) for ln in (h.get("lines") or ()) if isinstance(ln, str)]
                 old = "\n".join(ln[1:] for ln in lines if ln.startswith("-"))
@@ -227,11 +232,16 @@ def edit_change(tool: str, ti: dict[str, Any], tr: Any = None) -> str:
                 got = _changed_lines(old, new)
                 if got:
                     return got
-            first = next((ln for ln in _s(ti.get("content")).splitlines() if ln.strip()), "")
+            first = next((ln for ln in as_text(ti.get("content")).splitlines() if ln.strip()), "")
             return f"new content: {_side(first, 0)}" if first else ""
         if tool == "NotebookEdit":
-            first = next((ln for ln in _s(ti.get("new_source")).splitlines() if ln.strip()), "")
+            first = next((ln for ln in as_text(ti.get("new_source")).splitlines() if ln.strip()), "")
             return f"cell: {_side(first, 0)}" if first else ""
     except (TypeError, ValueError, AttributeError):
         return ""
     return ""
+
+
+# --------------------------------------------------------------------------- tracker
+
+
