@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from ctxlifed.core.compress_policy import CompressSettings, decide, worth_replacing  # noqa: E402
+from ctxlifed.core.hook_events import PostToolUse  # noqa: E402
 from ctxlifed.core.digest import digest, kept_verbatim  # noqa: E402
 from ctxlifed.core import digest as this_digest  # noqa: E402
 
@@ -82,7 +83,7 @@ def main() -> int:
                    budget_tokens=settings.digest_budget_tokens, max_tokens=settings.digest_max_tokens)
         kept = len(kept_verbatim(meta["must_keep"], d.text))
         resp = {"stdout": text, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}
-        dec = decide("Bash", {"command": meta["command"]}, resp, level=1, phase=None, settings=settings)
+        dec = decide(PostToolUse(tool_name="Bash", tool_input={"command": meta["command"]}, tool_response=resp), level=1, phase=None, settings=settings)
         replaced = dec is not None and worth_replacing(d.original_tokens, d.tokens, settings)
         k = per_kind[d.kind]
         k["outputs"] += 1

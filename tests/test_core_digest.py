@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxlifed.core.compress_policy import CompressSettings, decide, worth_replacing
+from ctxlifed.core.hook_events import PostToolUse
 from ctxlifed.core.digest import KINDS, MAX_SCAN, digest, kept_verbatim, output_kind
 from ctxlifed.core.model import estimate_tokens
 
@@ -55,7 +56,7 @@ def test_whole_corpus_saving_over_2k_tokens_at_level_1() -> None:
         kept += len(kept_verbatim(meta["must_keep"], d.text))
         if d.original_tokens > 2000:
             resp = {"stdout": text, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}
-            dec = decide("Bash", {"command": meta["command"]}, resp, level=1, phase=None, settings=s)
+            dec = decide(PostToolUse(tool_name="Bash", tool_input={"command": meta["command"]}, tool_response=resp), level=1, phase=None, settings=s)
             before += d.original_tokens
             after += d.tokens if dec is not None and worth_replacing(d.original_tokens, d.tokens, s) else d.original_tokens
     assert kept == must

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxlifed.core import lessons as L
+from ctxlifed.core.lessons import render as LR  # the private date helper
 from ctxlifed.core.lessons import (
     Ev,
     Lesson,
@@ -892,7 +893,7 @@ def test_render_lessons_md_layout() -> None:
 
 
 def _shown(x: Lesson) -> tuple[Any, ...]:
-    return (x.signature, x.cause, x.fix, x.count, L._date(x.first_seen), L._date(x.last_seen))
+    return (x.signature, x.cause, x.fix, x.count, LR._date(x.first_seen), LR._date(x.last_seen))
 
 
 def test_render_parse_round_trip() -> None:
@@ -955,10 +956,10 @@ def test_parse_tolerates_hand_edits() -> None:
     assert set(got) == {"pytest|FAILED a.py::t - boom", "my own lesson"}
     a = got["pytest|FAILED a.py::t - boom"]
     assert (a.cause, a.fix, a.count) == ("flaky fixture", ("restart the db; then rerun",), 5)
-    assert L._date(a.first_seen) == "2026-01-02" and L._date(a.last_seen) == "2026-05-05"
+    assert LR._date(a.first_seen) == "2026-01-02" and LR._date(a.last_seen) == "2026-05-05"
     b = got["my own lesson"]
     assert b.fix == ("sudo apt install libpq-dev", "pip install psycopg") and b.count == 7
-    assert L._date(b.first_seen) == L._date(b.last_seen) == "2025-12-31"
+    assert LR._date(b.first_seen) == LR._date(b.last_seen) == "2025-12-31"
     assert parse_lessons_md("") == [] and parse_lessons_md("random\ntext") == []
     assert parse_lessons_md(None) == []  # type: ignore[arg-type]
 
