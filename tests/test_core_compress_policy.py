@@ -14,6 +14,15 @@ from ctxlifed.core.compress_policy import (
     post_tool_use_answer,
     worth_replacing,
 )
+from ctxlifed.core.hook_events import PostToolUse, decode_hook
+
+
+def post(tool: str, tool_input: object, tool_response: object) -> PostToolUse:
+    """The typed event of a PostToolUse payload with these fields (decoded as the daemon decodes)."""
+    ev = decode_hook({"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": tool_input,
+                      "tool_response": tool_response})
+    assert isinstance(ev, PostToolUse)
+    return ev
 
 
 def bash(stdout: str, **extra: object) -> dict:
@@ -26,39 +35,39 @@ MID = "".join(f"row {i}: value {i * 3} and some words\n" for i in range(400))  #
 
 def test_level_thresholds() -> None:
     cmd = {"command": "python run.py"}
-    assert decide("Bash", cmd, bash(MID), level=0, phase=None) is None  # under the level-0 threshold
-    d = decide("Bash", cmd, bash(MID), level=1, phase=None)
+    assert decide(post("Bash", cmd, bash(MID)), level=0, phase=None) is None  # under the level-0 threshold
+    d = decide(post("Bash", cmd, bash(MID)), level=1, phase=None)
     assert d is not None and d.kind == "other" and not d.cut_by_claude
-    assert decide("Bash", cmd, bash("x\n" * 100), level=3, phase=None) is None  # tiny: never
-    assert decide("Bash", cmd, bash(MID), level=1, phase=None, settings=CompressSettings(compress_outputs="off")) is None
+    assert decide(post("Bash", cmd, bash("x\n" * 100)), level=3, phase=None) is None  # tiny: never
+    assert decide(post("Bash", cmd, bash(MID)), level=1, phase=None, settings=CompressSettings(compress_outputs="off")) is None
 
 
 def test_level_0_replaces_what_claude_code_would_cut() -> None:
     big = "word " * 7000  # 35,000 chars: Claude Code shows a 2 KB preview
-    d = decide("Bash", {"command": "python gen.py"}, bash(big), level=0, phase=None)
+    d = decide(post("Bash", {"command": "python gen.py"}, bash(big)), level=0, phase=None)
     assert d is not None and d.cut_by_claude
     persisted = bash(MID[:30000], persistedOutputPath="/home/u/.claude/projects/p/s/tool-results/a.txt",
                      persistedOutputSize=90000)
-    d = decide("Bash", {"command": "python gen.py"}, persisted, level=0, phase=None)
+    d = decide(post("Bash", {"command": "python gen.py"}, persisted), level=0, phase=None)
     assert d is not None and d.cut_by_claude and not d.complete and d.original_tokens >= 90000 // 4
-    d = decide("Bash", {"command": "python gen.py"}, persisted, level=0, phase=None, full_text=LOG)
+    d = decide(post("Bash", {"command": "python gen.py"}, persisted), level=0, phase=None, full_text=LOG)
     assert d is not None and d.complete and d.text == LOG
 
 
 def test_phase_matrix_keeps_failing_tests_and_compiler_errors_longer() -> None:
     failing = "".join(f"tests/t.py::test_{i} PASSED\n" for i in range(700)) + "FAILED tests/t.py::test_x - assert 1\n"
     cmd = {"command": "pytest -v"}
-    assert decide("Bash", cmd, bash(failing), level=1, phase="implementation") is not None
-    assert decide("Bash", cmd, bash(failing), level=1, phase="testing") is None  # kept verbatim up to the cap
+    assert decide(post("Bash", cmd, bash(failing)), level=1, phase="implementation") is not None
+    assert decide(post("Bash", cmd, bash(failing)), level=1, phase="testing") is None  # kept verbatim up to the cap
     errors = "".join(f"a.c:{i}:1: error: bad {i} thing in the code here\n" for i in range(300))
-    assert decide("Bash", {"command": "make"}, bash(errors), level=1, phase="implementation") is None
-    assert decide("Bash", {"command": "make"}, bash(errors), level=1, phase="design") is not None
-    assert decide("Bash", {"command": "make"}, bash(errors), level=3, phase="implementation",
+    assert decide(post("Bash", {"command": "make"}, bash(errors)), level=1, phase="implementation") is None
+    assert decide(post("Bash", {"command": "make"}, bash(errors)), level=1, phase="design") is not None
+    assert decide(post("Bash", {"command": "make"}, bash(errors)), level=3, phase="implementation",
                   settings=CompressSettings(keep_errors_tokens=1000)) is not None
     # a cut output is replaced whatever the phase: verbatim it would be a head-only preview
     huge = failing * 2
     assert len(huge) > 30000
-    assert decide("Bash", cmd, bash(huge), level=1, phase="testing") is not None
+    assert decide(post("Bash", cmd, bash(huge)), level=1, phase="testing") is not None
 
 
 @pytest.mark.parametrize("command", [
@@ -68,7 +77,7 @@ def test_phase_matrix_keeps_failing_tests_and_compiler_errors_longer() -> None:
 ])
 def test_never_compress_what_the_model_asked_to_see(command: str) -> None:
     assert asked_verbatim(command, edited_paths={"/w/repo/b.py"})
-    assert decide("Bash", {"command": command}, bash(LOG), level=3, phase=None, edited_paths={"/w/repo/b.py"}) is None
+    assert decide(post("Bash", {"command": command}, bash(LOG)), level=3, phase=None, edited_paths={"/w/repo/b.py"}) is None
 
 
 @pytest.mark.parametrize("command", [
@@ -77,7 +86,7 @@ def test_never_compress_what_the_model_asked_to_see(command: str) -> None:
 ])
 def test_other_commands_are_not_verbatim_requests(command: str) -> None:
     assert not asked_verbatim(command)
-    assert decide("Bash", {"command": command}, bash(LOG), level=1, phase=None) is not None
+    assert decide(post("Bash", {"command": command}, bash(LOG)), level=1, phase=None) is not None
 
 
 def test_git_diff_of_an_edited_file_is_kept() -> None:
@@ -100,7 +109,7 @@ def test_git_diff_of_an_edited_file_is_kept() -> None:
     ("mcp__srv__tool", [{"type": "text", "text": LOG, "extra": 1}]),
 ])
 def test_unknown_or_protected_shapes_keep_the_original(tool: str, response: object) -> None:
-    d = decide(tool, {"command": "python x.py"}, response, level=3, phase=None)
+    d = decide(post(tool, {"command": "python x.py"}, response), level=3, phase=None)
     answer = post_tool_use_answer(tool, response, "digest")
     if tool == "Bash" and response == {"stdout": LOG}:
         assert d is not None and answer is not None  # a Bash output without the flags is still Bash text
@@ -135,7 +144,7 @@ def test_mcp_answer_keeps_the_original_type() -> None:
     a = post_tool_use_answer("mcp__s__t", obj, "d")
     assert a is not None and a["hookSpecificOutput"]["updatedMCPToolOutput"] == {
         "content": [{"type": "text", "text": "d"}], "isError": False}
-    d = decide("mcp__s__t", {"q": 1}, obj, level=1, phase=None)
+    d = decide(post("mcp__s__t", {"q": 1}, obj), level=1, phase=None)
     assert d is not None and d.kind == "log" and not d.cut_by_claude
 
 
@@ -146,8 +155,8 @@ def test_worth_replacing_needs_a_real_saving() -> None:
 
 
 def test_empty_output_is_kept() -> None:
-    assert decide("Bash", {"command": "true"}, bash(""), level=3, phase=None) is None
-    assert decide("Bash", {"command": "true"}, bash("   \n\n"), level=3, phase=None) is None
+    assert decide(post("Bash", {"command": "true"}, bash("")), level=3, phase=None) is None
+    assert decide(post("Bash", {"command": "true"}, bash("   \n\n")), level=3, phase=None) is None
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -167,8 +176,7 @@ _JSON = st.recursive(
        level=st.integers(-2, 9), phase=st.sampled_from([None, "testing", "implementation", "review", "x"]))
 def test_any_payload_shape_never_raises(tool: str, response: object, tool_input: object, level: int, phase: str | None) -> None:
     """Unknown shapes give None (keep the original); known ones give a decision or None; nothing raises."""
-    ti = tool_input if isinstance(tool_input, dict) else None
-    decide(tool, ti, response, level=level, phase=phase, settings=CompressSettings(compress_outputs="aggressive"))
+    decide(post(tool, tool_input, response), level=level, phase=phase, settings=CompressSettings(compress_outputs="aggressive"))
     a = post_tool_use_answer(tool, response, "digest")
     if a is not None:
         hso = a["hookSpecificOutput"]

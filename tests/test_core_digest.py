@@ -4,13 +4,17 @@ kept verbatim; >= 70 % fewer tokens on outputs over 2k tokens at level 1."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxlifed.core.compress_policy import CompressSettings, decide, worth_replacing
+from ctxlifed.core.hook_events import PostToolUse
 from ctxlifed.core.digest import KINDS, MAX_SCAN, digest, kept_verbatim, output_kind
 from ctxlifed.core.model import estimate_tokens
 
@@ -52,7 +56,7 @@ def test_whole_corpus_saving_over_2k_tokens_at_level_1() -> None:
         kept += len(kept_verbatim(meta["must_keep"], d.text))
         if d.original_tokens > 2000:
             resp = {"stdout": text, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}
-            dec = decide("Bash", {"command": meta["command"]}, resp, level=1, phase=None, settings=s)
+            dec = decide(PostToolUse(tool_name="Bash", tool_input={"command": meta["command"]}, tool_response=resp), level=1, phase=None, settings=s)
             before += d.original_tokens
             after += d.tokens if dec is not None and worth_replacing(d.original_tokens, d.tokens, s) else d.original_tokens
     assert kept == must
@@ -164,10 +168,10 @@ def test_pure_module_imports_no_io() -> None:
 
 
 def test_fast_token_estimate_is_core_models_figure() -> None:
-    from ctxlifed.core.digest import _estimate
+    from ctxlifed.core.digest import token_estimate
 
     for text in ("", "abc", "中文abc", "é" * 10, "ｱ漢字한국어 x" * 50, "ー", "\uffef\u3040", "\u309f\u30a0"):
-        assert _estimate(text) == estimate_tokens(text), text
+        assert token_estimate(text) == estimate_tokens(text), text
 
 
 def test_mixed_runner_output_keeps_each_runners_failures() -> None:
@@ -226,3 +230,127 @@ def test_unittest_verdict_is_not_counted_as_a_failing_test() -> None:
     lines += ["-" * 70, "Ran 400 tests in 0.009s", "", "FAILED (failures=2)"]
     d = digest("\n".join(lines), command="python -m unittest -v m", archive_id=1)
     assert "[2 failing tests named]" in d.text
+
+
+# ---------------------------------------------------------------- the joined line-start scan
+
+
+def _reference_anchored(spec: list[tuple[str, str]]) -> tuple[re.Pattern[str], list[tuple[int, int, bool]]] | None:
+    """The plain join of a spec's line-start alternatives (named group around each, most important tier
+    first): the semantics the fast joined scan must keep."""
+    from ctxlifed.core import digest as D
+
+    alts = []
+    for order, (tag, pat) in enumerate(spec):
+        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?", tag)
+        assert m is not None
+        info = (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
+        alts += [(info[0] * 1000 + order, a[2:], info) for a in D._alternatives(pat) if a.startswith("\\n")]
+    if not alts:
+        return None
+    alts.sort(key=lambda a: a[0])
+    rx = re.compile("\\n(?:" + "|".join(f"(?P<g{i}>{a})" for i, (_o, a, _inf) in enumerate(alts)) + ")")
+    return rx, [inf for _o, _a, inf in alts]
+
+
+def _specs() -> dict[str, list[tuple[str, str]]]:
+    from ctxlifed.core import digest as D
+
+    out = {"build": D._BUILD, "install": D._INSTALL, "search": D._SEARCH, "diff": D._DIFF, "log": D._LOG,
+           "other": D._OTHER, "test": D._TEST, "text_test": D._TEXT_TEST, "text_build": D._TEXT_BUILD}
+    out.update({f"runner_{k}": spec + D._TEST_COMMON for k, (_marks, spec) in D._RUNNERS.items()})
+    return out
+
+
+def _same_matches(spec: list[tuple[str, str]], text: str) -> None:
+    from ctxlifed.core import digest as D
+
+    ref = _reference_anchored(spec)
+    if ref is None:
+        return
+    rx, infos = ref
+    nb = "\n" + text
+    want = [(m.start(), m.end(), infos[int(m.lastgroup[1:])]) for m in rx.finditer(nb)]  # type: ignore[index]
+    fast = D._compile(spec)[0]
+    got = [(m.start(), m.end(), info) for m, info in D._finditer(fast, nb)]
+    assert got == want
+
+
+@pytest.mark.parametrize("spec_name", sorted(_specs()))
+def test_joined_line_start_scan_matches_like_the_plain_join_on_the_corpus(spec_name: str) -> None:
+    spec = _specs()[spec_name]
+    for _name, _meta, text in corpus():
+        _same_matches(spec, text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "  ", "\t", "E", "FAILED ", "ok ", "Finished ", "error: ", "Error",
+                                 "ValueError", "a.b.", ".", ":", "12", "3:4", " error ", "passed", "== ", "___ ",
+                                 "x.py:3: ", "● ", "not ok 1", "--- FAIL: ", "Tests: ", "left: ", "F401 ", "TS2322",
+                                 "Expected", "x"]), max_size=60))
+def test_joined_line_start_scan_matches_like_the_plain_join_on_any_text(parts: list[str]) -> None:
+    text = "".join(parts)
+    for spec in _specs().values():
+        _same_matches(spec, text)
+
+
+def test_fast_starts_rewrites_a_leading_quantifier_or_group_to_a_literal_or_class_start() -> None:
+    from ctxlifed.core.digest import _fast_starts
+
+    assert _fast_starts(r"\d+ errors?") == [r"\d\d* errors?"]
+    assert _fast_starts(r"\s*Finished ") == [r"\s\s*+Finished ", "Finished "]
+    assert _fast_starts(r"_{3,} x") == [r"__{2,} x"]
+    assert _fast_starts(r"[A-Z]{1,4}\d") == [r"[A-Z][A-Z]{0,3}\d"]
+    assert _fast_starts(r"(?:#|ℹ) (?:a|b)") == [r"# (?:a|b)", r"ℹ (?:a|b)"]
+    assert _fast_starts(r"(?:[\w.]+\.)?[A-Z]\w*") == [r"[\w.][\w.]*\.[A-Z]\w*", r"[A-Z]\w*"]
+    assert _fast_starts(r"\s+?x") == [r"\s+?x"]  # a lazy quantifier stays as it is
+    assert _fast_starts("FAILED ") == ["FAILED "]
+
+
+def test_fast_starts_takes_leading_white_space_possessively_only_before_a_non_space() -> None:
+    from ctxlifed.core.digest import _fast_starts
+
+    assert _fast_starts("\\s*✕ ") == ["\\s\\s*+✕ ", "✕ "]
+    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d+ passing"]
+    assert _fast_starts("\\s*[●✕] ") == ["\\s\\s*+[●✕] ", "[●✕] "]
+    assert _fast_starts("\\s*(?:a|\\s)x") == ["\\s\\s*(?:a|\\s)x", "ax", "\\sx"]  # the rest may start with a space
+    assert _fast_starts("\\s*[^x]") == ["\\s\\s*[^x]", "[^x]"]
+
+
+_PY_EXC_PLAIN = r"\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
+
+
+def _py_exc_spans(pattern: str, text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(pattern, "\n" + text)]
+
+
+def test_python_exception_pattern_matches_the_lines_of_its_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core.digest import _PY_EXC
+
+    for _name, _meta, text in corpus():
+        assert _py_exc_spans(_PY_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "ValueError", "Error", "Exit", "SystemExit", "KeyboardInterrupt", "Failure",
+                                 "x", "X", "_", ".", "a.b", ":", ": msg", " ", "é", "É", "Exception", "1"]), max_size=12))
+def test_python_exception_pattern_matches_the_lines_of_its_plain_form_on_any_text(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _PY_EXC
+
+    text = "".join(parts)
+    assert _py_exc_spans(_PY_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["→", "…", "─", "漢", "ｱ", "한", "\u3040", "\u30ff", "\uffef", "\ufff0", "\u2fff"]), max_size=40))
+def test_fast_token_estimate_is_core_models_figure_on_any_text(text: str) -> None:
+    from ctxlifed.core.digest import token_estimate
+
+    assert token_estimate(text) == estimate_tokens(text)
+
+
+def test_failing_tests_named_counts_each_distinct_id_once_in_a_long_run() -> None:
+    ids = [f"tests/test_m{i // 50}.py::test_case_{i}" for i in range(1500)]
+    text = "".join(f"FAILED {x} - AssertionError: x\n" for x in ids + ids[:300]) + "==== 1500 failed in 3.2s ====\n"
+    d = digest(text, command="pytest", archive_id=3)
+    assert "1500 failing tests named" in d.text

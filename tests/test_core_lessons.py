@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import runpy
 import subprocess
 import sys
-import time
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxlifed.core import lessons as L
+from ctxlifed.core.lessons import render as LR  # the private date helper
 from ctxlifed.core.lessons import (
     Ev,
     Lesson,
@@ -35,6 +37,8 @@ from ctxlifed.core.lessons import (
     target_of,
 )
 from ctxlifed.core.model import estimate_tokens
+
+ERROR_TEXTS = runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench" / "_adversarial.py"))["ERROR_TEXTS"]
 
 CWD = "/home/dev/proj"
 DAY = 86400.0
@@ -543,33 +547,12 @@ def test_cause(text: str, cause: str) -> None:
     assert info is not None and info.cause == cause
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "ValueError: bad " + "x" * 50_000,
-        "Error: " + "a/" * 30_000,
-        "Error: " + "a." * 30_000,
-        "Error: " + "1" * 60_000,
-        "Error: " + "ab12" * 20_000,
-        "Error: a.ts" + "(1," * 20_000,
-        "Error: x.py" + ":1" * 30_000,
-        "Error: http://" + "a" * 50_000,
-        "No such file or directory: '" + "a" * 50_000,
-        "x" * 50_000 + ": command not found",
-        ("x" * 1999 + "\n") * 500 + "Error: boom",
-        "FAILED t.py::x - a...\n" + "E   " + "a" * 50_000,
-        "\n".join(f"___ t{i} ___\nE   boom" for i in range(20_000)) + "\nFAILED a.py::t9 - x...",
-        "Traceback (most recent call last)\n" * 20_000,
-    ],
-    ids=lambda t: t[:12],
-)
-def test_signature_is_fast_on_adversarial_text(text: str) -> None:
-    """The hook path must not stall: no regex may go quadratic on long words or many lines."""
-    t0 = time.perf_counter()
-    for _ in range(3):
-        sig = signature(text, tool="Bash", command="pytest")
-        assert sig is None or len(sig) <= L.SIG_MAX
-    assert time.perf_counter() - t0 < 1.5
+@pytest.mark.parametrize("text", ERROR_TEXTS, ids=lambda t: t[:12])
+def test_signature_is_bounded_on_adversarial_text(text: str) -> None:
+    """Long words and many lines give a bounded signature (or none). How long it takes is measured
+    by bench/bench_worstcase.py on the same texts, not asserted here."""
+    sig = signature(text, tool="Bash", command="pytest")
+    assert sig is None or len(sig) <= L.SIG_MAX
 
 
 def test_display_command() -> None:
@@ -910,7 +893,7 @@ def test_render_lessons_md_layout() -> None:
 
 
 def _shown(x: Lesson) -> tuple[Any, ...]:
-    return (x.signature, x.cause, x.fix, x.count, L._date(x.first_seen), L._date(x.last_seen))
+    return (x.signature, x.cause, x.fix, x.count, LR._date(x.first_seen), LR._date(x.last_seen))
 
 
 def test_render_parse_round_trip() -> None:
@@ -973,10 +956,10 @@ def test_parse_tolerates_hand_edits() -> None:
     assert set(got) == {"pytest|FAILED a.py::t - boom", "my own lesson"}
     a = got["pytest|FAILED a.py::t - boom"]
     assert (a.cause, a.fix, a.count) == ("flaky fixture", ("restart the db; then rerun",), 5)
-    assert L._date(a.first_seen) == "2026-01-02" and L._date(a.last_seen) == "2026-05-05"
+    assert LR._date(a.first_seen) == "2026-01-02" and LR._date(a.last_seen) == "2026-05-05"
     b = got["my own lesson"]
     assert b.fix == ("sudo apt install libpq-dev", "pip install psycopg") and b.count == 7
-    assert L._date(b.first_seen) == L._date(b.last_seen) == "2025-12-31"
+    assert LR._date(b.first_seen) == LR._date(b.last_seen) == "2025-12-31"
     assert parse_lessons_md("") == [] and parse_lessons_md("random\ntext") == []
     assert parse_lessons_md(None) == []  # type: ignore[arg-type]
 

@@ -541,19 +541,26 @@ def test_is_secret_key(key: object, expected: bool) -> None:
     assert expected == is_secret_key(key)
 
 
-def test_ten_megabytes_is_fast() -> None:
-    """10 MB of ordinary code with planted secrets (about one per 3 KB) is redacted in well under a
-    second (asserted with a generous 3 s bound so a loaded machine does not flake; typical ~0.4 s)."""
-    # planted.txt and ordinary.txt only: the text this figure has always been measured on
-    planted = "\n".join(t for t, _ in planted_texts(("planted.txt",)) if "never closed" not in t)  # that one eats the rest
-    ordinary = "\n".join(ordinary_lines(("ordinary.txt",)))
-    unit = (ordinary + "\n") * 20 + planted + "\n" + "é"  # one non-ASCII char: the slower string kind
-    text = (unit * (10_000_000 // len(unit) + 1))[:10_000_000]
-    t0 = time.perf_counter()
+def test_ten_megabytes_redact_completely() -> None:
+    """10 MB of ordinary code with planted secrets (about one per 3 KB): every planted value goes, the
+    ordinary text stays. How long it takes is bench/bench_worstcase.py's row, not asserted here."""
+    text, planted, secrets = ten_megabytes()
     red, n = redact(text)
-    elapsed = time.perf_counter() - t0
-    assert n > 1000
-    assert elapsed < 3.0, f"10 MB took {elapsed:.2f} s"
+    assert n >= planted
+    assert not [s for s in secrets if s in red]
+
+
+def ten_megabytes() -> tuple[str, int, set[str]]:
+    """The 10 MB text the redaction figure has always been measured on (planted.txt and ordinary.txt,
+    one non-ASCII character: the slower string kind), how many secrets are planted in it, and the
+    values that must go."""
+    texts = [(t, must) for t, must in planted_texts(("planted.txt",)) if "never closed" not in t]  # that one eats the rest
+    planted_one = [t for t, _ in texts]
+    ordinary = "\n".join(ordinary_lines(("ordinary.txt",)))
+    unit = (ordinary + "\n") * 20 + "\n".join(planted_one) + "\n" + "é"
+    copies = 10_000_000 // len(unit)
+    per_unit = redact(unit)[1]
+    return (unit * (copies + 1))[:10_000_000], per_unit * copies, {s for _, must in texts for s in must}
 
 
 def test_slack_webhook_keeps_host() -> None:

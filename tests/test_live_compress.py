@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxlifed.runtime import config as C
 from ctxlifed.service import compress
+from ctxlifed.store import outputs
 from test_engine import Session
 
 CORPUS = Path(__file__).resolve().parent.parent / "bench" / "digest_corpus"
@@ -223,7 +224,7 @@ def test_no_room_for_the_original_acknowledges_the_event_and_keeps_the_output(
     def full(*_a: Any, **_k: Any) -> Any:
         raise StorageFullError("no room")
 
-    monkeypatch.setattr(compress, "store_ack", full)
+    monkeypatch.setattr(outputs, "store_ack", full)
     proj = short_tmp / "proj"
     (proj / ".git").mkdir(parents=True)
     tdir = short_tmp / "projects" / "-proj"

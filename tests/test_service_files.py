@@ -109,7 +109,7 @@ def test_store_maps_event_ids_to_archive_ids_and_reads_legacy_rows(short_tmp: Pa
     import msgspec
 
     from ctxlifed.core.lessons import Lesson
-    from ctxlifed.service import lessons as LSV
+    from ctxlifed.store import lessons as LSV
     from ctxlifed.store import db, ops, schema
 
     conn = db.connect(str(short_tmp / "t.db"))
@@ -122,7 +122,7 @@ def test_store_maps_event_ids_to_archive_ids_and_reads_legacy_rows(short_tmp: Pa
     ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=9.0, kind="test_result", text="run",
                                             event_id=101))  # id 6: the better item of event 101
     assert LSV.archive_ids((100, 103, 101, 105), conn) == (3, 6, 5)
-    LSV._store("/p", "s", [Lesson(signature="x|boom", events=(101, 102, 104), last_seen=1.0)], 1.0, conn)
+    LSV.store_lessons("/p", "s", [Lesson(signature="x|boom", events=(101, 102, 104), last_seen=1.0)], 1.0, conn)
     assert [le.evidence for le in LSV.all_lessons("/p", 10, conn)] == [(6, 2, 4)]
     legacy = msgspec.json.encode({"signature": "x|old", "evidence": [102, 103], "count": 1})
     conn.execute("INSERT INTO lessons(project, signature, data, count, last_seen) VALUES ('/p', 'x|old', ?, 1, 0)",
@@ -148,7 +148,8 @@ def test_a_memory_folder_another_group_can_write_is_refused(short_tmp: Path) -> 
 def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> None:
     """What was done: the most important steps in time order, each naming its archive id once (a '#N'
     in the content does not count; an L1 summary's own '[L2 #N]' does)."""
-    from ctxlifed.service.ledger import _ledger_rows
+    from ctxlifed.service.ledger import phase_data
+    from ctxlifed.store.ledgers import phase_rows
     from ctxlifed.store import db, ops, schema
 
     conn = db.connect(str(short_tmp / "t.db"))
@@ -159,6 +160,6 @@ def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> No
     for i, (kind, prio, summary) in enumerate(rows):
         ops.insert_archive(conn, ops.ArchiveRow(session="s", project="/p", ts=10.0 + i, kind=kind, text=summary,
                                                 summary=summary, priority=prio))
-    got = _ledger_rows("s", 0.0, 100.0, "implementation", conn)
+    got = phase_data(phase_rows("s", 0.0, 100.0, "implementation", conn))
     assert got["done"] == ["merged PR #1 [L2 #1]", "tests failed [L2 #2]", "x.py [L2 #3]"]
     conn.close()

@@ -9,6 +9,7 @@ import pytest
 
 from ctxlifed.runtime.config import Config
 from ctxlifed.service import retention
+from ctxlifed.store import retention as store_retention
 from ctxlifed.store import ops
 from ctxlifed.store.db import Writer
 
@@ -38,7 +39,7 @@ async def test_caps(tmp_path: Path, figures) -> None:  # noqa: ANN001
         age = await retention.enforce(w, Config(retention_days=30), now=now)
         assert (20, 20) == (age.events, age.archive)
         size = await retention.enforce(w, Config(max_project_mb=1), now=now)
-        sizes = await w.run(retention.footprints)
+        sizes = await w.run(store_retention.footprints)
         left = await w.run(lambda c: [r[0] for r in c.execute("SELECT rid FROM events WHERE project='/size' ORDER BY id")])
         figures.record("size_cap_footprint_after", sizes["/size"], "bytes", cap=1 << 20)
         assert ["/size"] == size.projects_trimmed

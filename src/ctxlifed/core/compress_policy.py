@@ -2,7 +2,8 @@
 object that replaces it.
 
 Rules:
-- Pure: no I/O, no clock. The caller reads a persisted output file (``persistedOutputPath``) and passes
+- Pure: no I/O, no clock. :func:`decide` reads the typed PostToolUse event (``core.hook_events``);
+  the answer builders take its ``tool_name`` and ``tool_response``. The caller reads a persisted output file (``persistedOutputPath``) and passes
   its text as ``full_text``; the caller archives the original (L2) before answering.
 - Only Bash outputs (``tool_response`` ``{stdout, stderr, interrupted, isImage, noOutputExpected, ...}``)
   and MCP outputs (``mcp__*``: a string, a list of ``{"type": "text", "text": ...}`` blocks, or a
@@ -44,8 +45,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxlifed.core.digest import OutputKind, output_kind
-from ctxlifed.core.model import estimate_tokens
+from ctxlifed.core.digest import OutputKind, output_kind, token_estimate
+from ctxlifed.core.hook_events import PostToolUse
 
 __all__ = [
     "CompressMode",
@@ -272,9 +273,7 @@ def _phase_cap(phase: str | None, kind: OutputKind, text: str, s: CompressSettin
 
 
 def decide(
-    tool_name: str,
-    tool_input: Mapping[str, Any] | None,
-    tool_response: Any,
+    event: PostToolUse,
     *,
     level: int,
     phase: str | None,
@@ -286,6 +285,7 @@ def decide(
     s = settings
     if s.compress_outputs == "off":
         return None
+    tool_name, tool_response = event.tool_name, event.tool_response
     payload_text = output_text(tool_name, tool_response)
     if payload_text is None:
         return None
@@ -293,8 +293,7 @@ def decide(
     persisted = False
     stdout_len = len(payload_text)
     if tool_name == "Bash":
-        raw = (tool_input or {}).get("command") if isinstance(tool_input, Mapping) else None
-        command = raw if isinstance(raw, str) else ""
+        command = event.input_text("command")
         if command and asked_verbatim(command, edited_paths):
             return None
         persisted = isinstance(tool_response.get("persistedOutputPath"), str)
@@ -302,10 +301,10 @@ def decide(
     text = full_text if isinstance(full_text, str) and full_text else payload_text
     if not text.strip():
         return None
-    tokens = estimate_tokens(text)
+    tokens = token_estimate(text)  # estimate_tokens's figure, without a Python loop over non-ASCII text
     if persisted and not full_text:
-        size = tool_response.get("persistedOutputSize")
-        if isinstance(size, int) and size > len(text):
+        size = event.persisted_output_size
+        if size is not None and size > len(text):
             tokens = max(tokens, size // 4)
     cut = tool_name == "Bash" and (persisted or stdout_len >= s.cut_chars)
     kind = output_kind(text, command or None)

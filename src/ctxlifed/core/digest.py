@@ -45,7 +45,12 @@ Rules:
 - Bounded: at most :data:`MAX_SCAN` characters are scanned (its first and last halves; the line numbers
   of the tail stay those of the original); the digest's size is bounded by ``max_tokens`` plus its
   header, footer and run markers.
-- Token figures are :func:`~ctxlifed.core.model.estimate_tokens` estimates (labelled ``~``).
+- Token figures are :func:`~ctxlifed.core.model.estimate_tokens` estimates (labelled ``~``), computed by
+  :func:`token_estimate` (the same figure without a Python loop over non-ASCII text).
+- Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
+  engine, never per line from Python; the line-start patterns of a kind are one joined regex (see the
+  comment above :func:`_compile`); no pattern backtracks through a line where a possessive form is
+  equivalent. Any such rewrite keeps the same matches (tested against the plain forms).
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ __all__ = [
     "digest",
     "kept_verbatim",
     "output_kind",
+    "token_estimate",
 ]
 
 OutputKind = Literal["test", "build", "install", "search", "diff", "log", "other"]
@@ -205,7 +211,12 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # their line. Group names: ``t<tier>`` or ``t<tier>n<k>`` (the k lines after the match's line join
 # the same tier) or ``t<tier>c<k>`` (the k lines after it join tier 2, as context).
 
-_PY_EXC = r"\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
+# A Python exception line: ``[pkg.]NameError[: message]``, i.e. the line's first word run (after an optional
+# dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure. Written so that
+# nothing backtracks: the prefix up to the last dot and the name are taken possessively, then the ending is
+# checked behind (the same lines as ``\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
+_PY_EXC = (r"\n(?:[\w.](?:\w*\.)++)?[A-Z]\w*+"
+           r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n\s+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
@@ -326,8 +337,12 @@ def _alternatives(pattern: str) -> list[str]:
     return parts
 
 
-# Alternatives anchored at a line start (``\n...``) are joined in one regex ``\n(?:(?P<g0>...)|...)``: the
-# engine scans for "\n" once and tries the branches there (most fail on their first character).
+# Alternatives anchored at a line start (``\n...``) are joined in one regex ``\n(?:...(?P<g0>)|...)``: the
+# engine scans for "\n" once and tries the branches there. Each branch is written so that the engine can
+# reject it on the line's first character without entering it (it does so for a branch that starts with a
+# literal or a character class): the branch's group is an empty one at its END (``m.lastgroup`` still names
+# the branch that matched), and a branch that starts with a quantified atom or an optional group is
+# rewritten to an equivalent one that starts with a literal or a class (:func:`_fast_starts`).
 # Other alternatives get one regex each: one that starts with a literal is searched with the engine's
 # fast literal scan, where a big alternation tries every branch at every position (ten times slower).
 # A leading ``\b`` defeats that scan too, so it is dropped from the regex and checked on the match.
@@ -341,6 +356,98 @@ class _Scan(msgspec.Struct, frozen=True):
     rx: re.Pattern[str]
     boundary: bool  # the match must start at a word boundary
     info: dict[str | None, tuple[int, int, bool]]  # group name (None: whole match) -> tier, follow, as ctx
+
+
+_QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
+
+
+def _first_atom(alt: str) -> int:
+    """The length of ``alt``'s first atom (an escape, a class, a group or one character); 0 when unknown."""
+    if not alt:
+        return 0
+    c = alt[0]
+    if c == "\\":
+        return 2 if len(alt) > 1 and alt[1] not in "0123456789xuUNpgk" else 0
+    if c == "[":
+        j = 1
+        if j < len(alt) and alt[j] == "^":
+            j += 1
+        if j < len(alt) and alt[j] == "]":
+            j += 1
+        while j < len(alt) and alt[j] != "]":
+            j += 2 if alt[j] == "\\" else 1
+        return j + 1 if j < len(alt) else 0
+    if alt.startswith("(?:"):
+        depth = 0
+        j = 0
+        while j < len(alt):
+            if alt[j] == "\\":
+                j += 2
+                continue
+            if alt[j] == "[":
+                j += _first_atom(alt[j:]) or 1
+                continue
+            if alt[j] == "(":
+                depth += 1
+            elif alt[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        return 0
+    return 0 if c in ".^$*+?{}()|" else 1
+
+
+def _no_space_start(alt: str) -> bool:
+    """True when no match of ``alt`` can start with a white-space character (judged on its first atom)."""
+    if not alt:
+        return False
+    if alt[:2] in (r"\d", r"\w", r"\S"):
+        return True
+    if alt.startswith("(?:"):
+        n = _first_atom(alt)
+        return n > 0 and not _QUANT_RE.match(alt, n) and all(_no_space_start(a) for a in _alternatives(alt[3:n - 1]))
+    if alt[0] == "[":  # a plain class: no negation, no escapes, no white space in it
+        n = _first_atom(alt)
+        body = alt[1:n - 1]
+        return n > 0 and not body.startswith("^") and "\\" not in body and not any(c.isspace() for c in body)
+    return alt[0] not in ".^$*+?{}[]()|\\" and not alt[0].isspace()
+
+
+def _fast_starts(alt: str, depth: int = 0) -> list[str]:
+    """Branches equivalent, in this order, to the regex branch ``alt`` (same matches, same spans, tried in
+    the same order), each starting with a literal or a class where that can be done: ``X+r`` ->
+    ``XX*r``, ``X{m,n}r`` -> ``XX{m-1,n-1}r``, ``X*r`` -> ``XX*r | r``, ``X?r`` -> ``Xr | r``,
+    ``(?:A|B)r`` -> ``Ar | Br`` (and ``(?:A|B)?r`` -> ``Ar | Br | r``)."""
+    n = _first_atom(alt)
+    if n == 0 or depth > 4:
+        return [alt]
+    atom, rest = alt[:n], alt[n:]
+    q = _QUANT_RE.match(rest)
+    quant = q.group(1) if q else ""
+    after = rest[q.end():] if q else rest
+    if atom.startswith("(?:"):
+        if quant not in ("", "?"):
+            return [alt]
+        inner = [a + after for a in _alternatives(atom[3:-1])]
+        out = [b for a in inner for b in _fast_starts(a, depth + 1)]
+        return out + (_fast_starts(after, depth + 1) if quant == "?" and after else [] if quant != "?" else [after])
+    if not quant:
+        return [alt]
+    # Leading white space before something that cannot start with white space: giving some of it back
+    # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
+    star = "*+" if atom == r"\s" and _no_space_start(after) else "*"
+    if quant == "+":
+        return [atom + atom + star + after]
+    if quant in ("*", "?"):
+        keep = atom + atom + star + after if quant == "*" else atom + after
+        return [keep, *(_fast_starts(after, depth + 1) if after else [after])]
+    lo, comma, hi = q.group(2), q.group(3), q.group(4)
+    m = int(lo or 0)
+    if m == 0 or (hi and int(hi) < m):
+        return [alt]
+    rep = f"{{{m - 1}{comma or ''}{'' if not comma else (str(int(hi) - 1) if hi else '')}}}"
+    return [atom + atom + rep + after]
 
 
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
@@ -358,9 +465,11 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
             out.append(_Scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
     if anchored:
         anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
-        names = {f"g{i}": info for i, (_o, _a, info) in enumerate(anchored)}
-        rx = re.compile("\\n(?:" + "|".join(f"(?P<g{i}>{alt})" for i, (_o, alt, _inf) in enumerate(anchored)) + ")")
-        out.insert(0, _Scan(rx, False, dict(names)))
+        branches = [(b, info) for _o, alt, info in anchored for b in _fast_starts(alt)]
+        names = {f"g{i}": info for i, (_b, info) in enumerate(branches)}
+        rx = re.compile("\\n(?:" + "|".join(f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)) + ")")
+        assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
+        out.insert(0, _Scan(rx, False, names))
     return out
 
 
@@ -410,12 +519,14 @@ _PATTERNS = {
 
 _WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: "), re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-# one literal regex per level (a literal is searched fast; the alternation above tries every position)
-_LEVEL_RES = tuple((lv, re.compile(lv + r"\b")) for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR",
-                                                            "CRITICAL", "FATAL", "TRACE"))
-_GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*):\d+[:-]")
-_GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*):(?!\d)")
-_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)([^\n/]+)/?(?=\n)")
+# one literal regex per level (a literal is searched fast; the alternation above tries every position); the
+# lookbehind after the word rejects one preceded by a letter or digit without a Python test per match
+_LEVEL_RES = tuple((lv, re.compile(lv + r"\b(?<![^\W_]" + lv + ")"))
+                   for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE"))
+# ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
+_GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
+_GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
+_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
 _COMMIT_RE = re.compile(r"\ncommit [0-9a-f]{7,40}\b|\n[0-9a-f]{7,12} \S")
 _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 _STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
@@ -435,18 +546,23 @@ _WORDY_RE = re.compile(r"\w")
 _CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 
 
-def _estimate(text: str) -> int:
+_CJK_LEADS = (b"\xe3", b"\xe4", b"\xe5", b"\xe6", b"\xe7", b"\xe8", b"\xe9", b"\xea", b"\xeb", b"\xec", b"\xed",
+              b"\xef")  # UTF-8 lead bytes of U+3000-U+9FFF, U+A000-U+DFFF and U+F000-U+FFFF
+
+
+def token_estimate(text: str) -> int:
     """:func:`~ctxlifed.core.model.estimate_tokens`, the same figure, fast on non-ASCII text."""
     if not text:
         return 0
     if text.isascii():
         return (len(text) + 3) // 4
+    # Every CJK character's UTF-8 form starts with one of these bytes; encoding and a memchr per byte
+    # is several times faster than the class scan, which then runs only when one of them is there.
+    data = text.encode("utf-8", "surrogatepass")
+    if not any(lead in data for lead in _CJK_LEADS):
+        return (len(text) + 3) // 4
     cjk = len(_CJK_RE.findall(text))
     return cjk + (len(text) - cjk + 3) // 4
-
-
-def _tok(line: str) -> int:
-    return _estimate(line)
 
 
 def _fmt(n: int) -> str:
@@ -463,11 +579,9 @@ def _facts(kind: str, nb: str) -> list[str]:
     """Counts that say what the whole output held (a few short phrases)."""
     out: list[str] = []
     if kind == "test":
-        fails: list[str] = []
-        for m in _PY_TEST_FAIL_RE.finditer(nb):
-            name = next(g for g in m.groups() if g)
-            if name not in fails:
-                fails.append(name)
+        # one alternative matches, its group is never empty and findall gives "" for the others: joining the
+        # groups gives the id; a set, not a list (no n² membership tests on a long run)
+        fails = set(map("".join, _PY_TEST_FAIL_RE.findall(nb)))
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
@@ -491,8 +605,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if col or sat:
             out.append(f"collected {col}, already satisfied {sat}")
     elif kind == "log":
-        levels = Counter({lv: n for lv, rx in _LEVEL_RES
-                          if (n := sum(1 for m in rx.finditer(nb) if not nb[m.start() - 1].isalnum()))})
+        levels = Counter({lv: n for lv, rx in _LEVEL_RES if (n := len(rx.findall(nb)))})
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
@@ -524,7 +637,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
-        dirs = Counter(m.group(1) for m in _PATH_LINE_RE.finditer(nb))
+        dirs = Counter(_PATH_LINE_RE.findall(nb))
         if sum(dirs.values()) >= 3:
             out.append(f"{sum(dirs.values())} paths in {len(dirs)} directories; most: {_top(dirs, 6)}")
             return out
@@ -593,13 +706,25 @@ def digest(
         if 0 <= i < n and (i not in tier or tier[i] > t) and lines[i].strip():
             tier[i] = t
 
+    is_log = k == "log"
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
-        for m, (t, follow, as_ctx) in _finditer(scan, nb):
-            i = bisect_right(starts, m.start()) - 1
-            mark(i, t)
-            for j in range(i + 1, i + 1 + follow):
-                mark(j, 2 if as_ctx else t)
-            if k == "log" and t == 1 and i > 0:
+        # _finditer and mark, inlined: this loop runs once per match (thousands in a long error list)
+        rx, boundary, info = scan.rx, scan.boundary, scan.info
+        single = info.get(None)
+        for m in rx.finditer(nb):
+            p = m.start()
+            if boundary and p > 0 and (nb[p - 1].isalnum() or nb[p - 1] == "_"):
+                continue
+            t, follow, as_ctx = single if single is not None else info[m.lastgroup]
+            i = bisect_right(starts, p) - 1
+            if tier.get(i, 9) > t and lines[i].strip():
+                tier[i] = t
+            if follow:
+                tf = 2 if as_ctx else t
+                for j in range(i + 1, min(n, i + 1 + follow)):
+                    if tier.get(j, 9) > tf and lines[j].strip():
+                        tier[j] = tf
+            if is_log and t == 1 and i > 0:
                 mark(i - 1, 2)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
@@ -609,14 +734,21 @@ def digest(
         if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
             mark(i, 3)
 
-    orig_tokens = original_tokens if original_tokens is not None else _estimate(text)
+    orig_tokens = original_tokens if original_tokens is not None else token_estimate(text)
     must = sorted(i for i, t in tier.items() if t <= 1)
     shown: set[int] = set()
     used = 0
     omitted = 0
+    ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed inline
+    # A chosen line is never blank, so it costs at least 2 (one token and its newline): once less than that
+    # is left, every remaining candidate is skipped without measuring it.
     for t in (0, 1):
-        for i in (x for x in must if tier[x] == t):
-            cost = _tok(lines[i]) + 1
+        cands = [x for x in must if tier[x] == t]
+        for k_, i in enumerate(cands):
+            if t == 1 and max_tokens - used < 2:
+                omitted += len(cands) - k_
+                break
+            cost = ((len(lines[i]) + 3) >> 2 if ascii_only else token_estimate(lines[i])) + 1
             if t == 1 and used + cost > max_tokens:
                 omitted += 1
                 continue
@@ -632,8 +764,13 @@ def digest(
         if t == 3:  # head before tail, nearest the ends first
             cands.sort(key=lambda i: (i >= head_n, -i if i >= head_n else i))
         for i in cands:
-            line, was_cut = _cut_line(lines[i])
-            cost = _tok(line) + 1
+            if room - ctx_used < 2:
+                break
+            line = lines[i]
+            was_cut = len(line) > MAX_LINE_CHARS
+            if was_cut:
+                line = _cut_line(line)[0]
+            cost = ((len(line) + 3) >> 2 if ascii_only else token_estimate(line)) + 1
             if ctx_used + cost > room:
                 continue
             ctx_used += cost
@@ -687,7 +824,7 @@ def digest(
         text=out,
         original_lines=total_lines,
         original_tokens=orig_tokens,
-        tokens=_estimate(out),
+        tokens=token_estimate(out),
         kept_lines=len(shown),
         must_lines=len(must),
         must_omitted=omitted,

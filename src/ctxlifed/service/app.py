@@ -39,6 +39,7 @@ Rules:
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -49,6 +50,7 @@ import anyio.to_thread
 import msgspec
 import structlog
 
+from .. import PROTOCOL_VERSION, __version__
 from ..core import accounting
 from ..core import budget as budgets
 from ..core import classify, figures, summarize
@@ -62,15 +64,16 @@ from ..protocol import _methods as methods
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
-from ..store import hook_writes, ops, session_reads
+from ..store import hook_writes, ops, outputs, session_reads
 from ..store.db import Readers, StorageFullError, Writer
 from . import compaction, compress, cost
 from . import derive as derivation
 from . import lessons as lessons_svc
+from . import report as report_svc
 from . import residency as residency_svc
 from .advice import Adviser, near_autocompact, with_reason
 from . import briefing, pipeline, reads, spool
-from .dispatch import dispatch as dispatch_request
+from .dispatch import Route, dispatch as dispatch_request
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
 from .state import SessionState, dump
@@ -102,11 +105,12 @@ class Service:
         self.registry = SessionRegistry(readers, self.backlog.pending)
         self.sessions = self.registry.sessions  # the same mapping: session id -> SessionState
         self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
-        self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
-        self.ledgers = LedgerWriter(self)
+        self.lessons = lessons_svc.Lessons(readers, writer, clock,
+                                           on_stored=lambda project: self.spawn(self.ledgers.write_lessons, project))
+        self.ledgers = LedgerWriter(writer, readers, config=lambda: self.cfg, clock=clock)
         self.adviser = Adviser(readers, lambda: self.matrix, self.is_stale)
         self.transcripts = TranscriptReader(lambda: self.cfg, self.registry.hook_delivered,
-                                            lambda st, post_tokens: compaction.boundary_seen(self, st, post_tokens))
+                                            lambda st, post_tokens: compaction.boundary_seen(self.writer, st, post_tokens))
         self.spool_ingested = 0
         self.stop_requested = anyio.Event()
         self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
@@ -154,8 +158,8 @@ class Service:
         return budgets.Thresholds(l1=t[0], l2=t[1], l3=t[2])
 
     async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
-        """Answer one request: the route of ``dispatch.ROUTES`` for ``method``."""
-        return await dispatch_request(self, method, params, rid)
+        """Answer one request: the route of ``ROUTES`` for ``method``."""
+        return await dispatch_request(ROUTES, self, method, params, rid, wait_derived=self.wait_derived)
 
     async def recall(self, p: methods.RecallParams) -> methods.RecallResult:
         """``recall`` without the wait for the backlog (tests and in-process callers)."""
@@ -206,7 +210,7 @@ class Service:
             st = self.registry.touch(sid)
             if st is not None and event in derivation.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
-                return await self._acknowledge(payload, event, st, project, cwd, now, row)
+                return await self._acknowledge(incoming, st)
             # Inline: what this event's answer depends on must be derived first, in order.
             await self.backlog.wait(sid)
             async with self.registry.lock(sid):
@@ -219,9 +223,10 @@ class Service:
                     self.registry.restore(sid, snapshot)
                     raise
 
-    async def _acknowledge(self, payload: dict[str, Any], event: str, st: SessionState, project: str, cwd: str,
-                           now: float, row: ops.EventRow) -> methods.HookResult:
+    async def _acknowledge(self, incoming: pipeline.Incoming, st: SessionState) -> methods.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
+        payload, event, project, cwd, now, row = (incoming.payload, incoming.event, incoming.project, incoming.cwd,
+                                                  incoming.now, incoming.row)
         # Alone, the commit runs inline (no thread hops); among concurrent requests it joins the
         # writer thread's group commit, which runs next to the event loop instead of on it.
         pending = None
@@ -233,7 +238,7 @@ class Service:
             eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
             try:
-                eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
+                eid, aid = await self.writer.run(partial(outputs.store_ack, row, pending.row), inline=self.alone())
             except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
                 pending = None
                 eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
@@ -246,10 +251,10 @@ class Service:
             self.registry.note_hook_tool(st.session, tool_id)
         lesson = None
         hint = ""
-        if event in ("PostToolUse", "PostToolUseFailure") and await lessons_svc.may_hint(self, project):
-            lesson = lesson_rules.classify_event(payload if pending is None else compress.full_payload(payload, pending),
-                                       event_id=eid, ts=now)
-            hint = await lessons_svc.hint_for(self, st, lesson)
+        if event in ("PostToolUse", "PostToolUseFailure") and await self.lessons.may_hint(project):
+            lesson = (lesson_rules.classify_hook(incoming.hook, event_id=eid, ts=now) if pending is None else
+                      lesson_rules.classify_event(compress.full_payload(payload, pending), event_id=eid, ts=now))
+            hint = await self.lessons.hint_for(st, lesson)
         replaced = None
         if pending is not None and aid:
             replaced = await compress.finish(pending, aid, ctl=ctl_command(),
@@ -419,7 +424,7 @@ class Service:
         if not s(payload.get("agent_id")):
             await self.adviser.advise_release(st, event, payload, budget, now)
         if event == "PreCompact":
-            await compaction.record_must_survive(self, st, now)
+            await compaction.record_must_survive(self.readers, st, now, matrix=self.matrix, is_stale=self.is_stale)
             await self._compress(st, Level.L1_L2, now, precompact=True)
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "checkpoint before compaction")
@@ -432,10 +437,10 @@ class Service:
             return ""
         if deferred:
             await pause()
-            await lessons_svc.advance(self, st, lesson if lesson is not None else
-                                      lesson_rules.classify_event(payload, event_id=stored, ts=now), now)
+            await self.lessons.advance(st, lesson if lesson is not None else
+                                       lesson_rules.classify_event(payload, event_id=stored, ts=now), now)
             return ""
-        return await lessons_svc.on_tool_event(self, st, payload, stored, now)
+        return await self.lessons.on_tool_event(st, payload, stored, now)
 
     def _budget(self, st: SessionState) -> budgets.Budget | None:
         """The session's four-zone budget (None until usage figures are known)."""
@@ -493,7 +498,8 @@ class Service:
                       extra_ctx: str = "", replace: dict[str, Any] | None = None) -> methods.HookResult:
         if event == "PostCompact":
             # Plain text: the only PostCompact output that reaches the next model request.
-            return methods.HookResult(stdout=await compaction.post_compact(self, st, payload, now))
+            return methods.HookResult(stdout=await compaction.post_compact(self.readers, self.writer, st, payload, now,
+                                                                           matrix=self.matrix, is_stale=self.is_stale))
         ctx = ""
         if event == "SessionStart":
             source = s(payload.get("source")) or "startup"
@@ -510,7 +516,9 @@ class Service:
             st.acc = accounting.note_injected(st.acc, ctx, now)
         if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
             out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
-        note = await residency_svc.note(self, st, event) if self.cfg.residency_note else ""
+        note = (await residency_svc.note(st, event, budget=self._budget,
+                                         transcript_roots=self.cfg.allowed_transcript_roots)
+                if self.cfg.residency_note else "")
         if (st.pending_advice or note) and event in MSG_EVENTS:
             out["systemMessage"] = "\n\n".join(x for x in (st.pending_advice, note) if x)
             if st.pending_advice:
@@ -565,3 +573,80 @@ def _element_from_row(r: tuple) -> Element:
 
 async def _no_pause() -> None:
     return None
+
+
+# -- routes: what each method passes on (dispatch.py) ----------------------------------------------
+async def _route_hook(svc: Service, p: Any, rid: Any) -> methods.HookResult:
+    return await svc.hook(p, rid=rid if isinstance(rid, str) else None)
+
+
+async def _route_ping(svc: Service, p: methods.PingParams, rid: Any) -> methods.PingResult:
+    return methods.PingResult(version=__version__, pid=os.getpid(), uptime_s=round(time.monotonic() - svc.started, 3))
+
+
+async def _route_hello(svc: Service, p: methods.HelloParams, rid: Any) -> methods.HelloResult:
+    return methods.HelloResult(version=__version__, protocol=PROTOCOL_VERSION, pid=os.getpid(),
+                               compatible=p.protocol in (0, PROTOCOL_VERSION))
+
+
+async def _route_shutdown(svc: Service, p: Any, rid: Any) -> methods.ShutdownResult:
+    svc.stop_requested.set()
+    return methods.ShutdownResult()
+
+
+async def _route_status(svc: Service, p: methods.StatusParams, rid: Any) -> methods.StatusResult:
+    return await reads.status(p, readers=svc.readers, writer=svc.writer, daemon=reads.DaemonState(
+        paths=svc.paths, started=svc.started, spool_ingested=svc.spool_ingested, backlog=svc.backlog,
+        live=svc.sessions, budget_of=svc._budget, cfg=svc.cfg, matrix=svc.matrix))
+
+
+async def _route_recall(svc: Service, p: methods.RecallParams, rid: Any) -> methods.RecallResult:
+    return await reads.recall(p, readers=svc.readers, trigram=svc.writer.trigram, clock=svc.clock)
+
+
+async def _route_phase_set(svc: Service, p: methods.PhaseSetParams, rid: Any) -> methods.PhaseSetResult:
+    return await reads.phase_set(p, registry=svc.registry, readers=svc.readers, writer=svc.writer, clock=svc.clock,
+                                 ledgers=svc.ledgers, spawn=svc.spawn)
+
+
+async def _route_forget(svc: Service, p: methods.ForgetParams, rid: Any) -> methods.ForgetResult:
+    return await reads.forget(p, registry=svc.registry, writer=svc.writer, ledgers=svc.ledgers, guarded=svc.guarded)
+
+
+async def _route_pending(svc: Service, p: methods.PendingParams, rid: Any) -> methods.PendingResult:
+    return await reads.pending(p, readers=svc.readers, writer=svc.writer, clock=svc.clock, is_stale=svc.is_stale)
+
+
+async def _route_lessons(svc: Service, p: methods.LessonsParams, rid: Any) -> methods.LessonsResult:
+    return await reads.lessons(p, lessons=svc.lessons)
+
+
+async def _route_memory_prune(svc: Service, p: methods.MemoryPruneParams, rid: Any) -> methods.MemoryPruneResult:
+    return await reads.memory_prune(p, ledgers=svc.ledgers, keep_sessions=svc.cfg.memory_keep_sessions)
+
+
+async def _route_compactions(svc: Service, p: methods.CompactionsParams, rid: Any) -> methods.CompactionsResult:
+    return await reads.compactions(p, readers=svc.readers)
+
+
+async def _route_report(svc: Service, p: methods.ReportParams, rid: Any) -> methods.ReportResult:
+    return await report_svc.report(p, readers=svc.readers, sessions=svc.sessions, thresholds=svc.thresholds,
+                                   budget=svc._budget, cfg=svc.cfg)
+
+
+# -- the method table ------------------------------------------------------------------------------
+ROUTES: dict[str, Route] = {
+    "hook": Route(_route_hook),
+    "ping": Route(_route_ping),
+    "hello": Route(_route_hello),
+    "shutdown": Route(_route_shutdown),
+    "status": Route(_route_status, derivation.READ_WAIT_S),
+    "recall": Route(_route_recall, derivation.READ_WAIT_S),
+    "phase.set": Route(_route_phase_set, derivation.READ_WAIT_S),
+    "forget": Route(_route_forget, None),
+    "pending": Route(_route_pending, derivation.READ_WAIT_S),
+    "lessons": Route(_route_lessons, derivation.READ_WAIT_S),
+    "memory.prune": Route(_route_memory_prune, derivation.READ_WAIT_S),
+    "compactions": Route(_route_compactions, derivation.READ_WAIT_S),
+    "report": Route(_route_report, derivation.READ_WAIT_S),
+}

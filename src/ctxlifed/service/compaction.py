@@ -15,19 +15,20 @@ Rules:
   the re-injection, or by our SessionStart(compact) text) are remembered for the session and never
   delivered again.
 - One report per compaction (pre/post tokens, archived, kept, lost, re-injected), kept in the store.
+- Receives only what it uses (readers, writer, the category matrix, the staleness rule); the SQL is
+  ``store/compactions.py``.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..core import accounting as A
-from ..core import classify
 from ..core import matrix as MX
 from ..core import mustsurvive as MS
 from ..core import survival as SV
@@ -35,10 +36,11 @@ from ..core import testfail
 from ..core.events import s
 from ..core.model import estimate_tokens
 from ..runtime.ctl import ctl_command
+from ..store import compactions as store
 from ..store import queries
+from ..store.db import Readers, Writer
 
 if TYPE_CHECKING:
-    from .app import Service
     from .state import SessionState
 
 REINJECT_CAP_TOKENS = 600
@@ -81,14 +83,15 @@ def survival(st: SessionState) -> dict[str, Any]:
             "files_back": rep.files_back(), "kept_tokens": rep.kept_tokens, "lost_tokens": rep.lost_tokens}
 
 
-async def record_must_survive(svc: Service, st: SessionState, now: float) -> None:
-    data = await svc.readers.run(partial(_must_survive_rows, st.session, st.project, st.phase_started,
-                                         is_stale=svc.is_stale))
+async def record_must_survive(readers: Readers, st: SessionState, now: float, *, matrix: MX.Matrix,
+                              is_stale: Callable[[dict[str, Any]], bool]) -> None:
+    data = await readers.run(partial(store.must_survive_rows, st.session, st.project, st.phase_started,
+                                     is_stale=is_stale))
     failing = failing_tests(st)
     active = list(reversed(st.files_touched[-5:]))
     st.must_survive = MS.build(phase=st.phase.phase, goal=data["goal"], decisions=data["decisions"],
                                constraints=data["constraints"], failing_tests=failing, pending=data["pending"],
-                               active_files=active, limits=MX.survive_limits(st.phase.phase, svc.matrix))
+                               active_files=active, limits=MX.survive_limits(st.phase.phase, matrix))
     st.pre_compact_tokens = st.context_tokens
 
 
@@ -129,12 +132,13 @@ def _reattached(st: SessionState, sim: SV.SurvivalReport) -> MS.ReAttached:
                               injected_text=st.compact_injected or "")
 
 
-async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], now: float) -> str:
+async def post_compact(readers: Readers, writer: Writer, st: SessionState, payload: dict[str, Any], now: float, *,
+                       matrix: MX.Matrix, is_stale: Callable[[dict[str, Any]], bool]) -> str:
     """The diff at PostCompact; returns the plain text to print (possibly empty) and stores the report."""
     summary = s(payload.get("compact_summary"))
     items = list(st.must_survive)
     if not items:  # PreCompact was skipped (Claude Code can skip it): record the set now
-        await record_must_survive(svc, st, now)
+        await record_must_survive(readers, st, now, matrix=matrix, is_stale=is_stale)
         items = list(st.must_survive)
     sim = simulate(st)
     reattached = _reattached(st, sim)
@@ -148,7 +152,8 @@ async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], 
         ts=now, trigger=s(payload.get("trigger")) or None, pre_tokens=st.pre_compact_tokens, post_tokens=None,
         archived=len(st.last_archived), kept=kept, lost=lost, reinjected=plan.ids,
         suppressed_items=MS.suppressed(items, kept, lost), dropped_skills=sim.dropped_skills())
-    st.last_report_id = await svc.writer.run(partial(_insert_report, st.session, st.project, now, _enc.encode(report)))
+    st.last_report_id = await writer.run(partial(store.insert_report, st.session, st.project, now,
+                                                      _enc.encode(report)))
     st.must_survive = []
     if plan.text:
         st.acc = A.note_injected(st.acc, plan.text, now)
@@ -156,64 +161,18 @@ async def post_compact(svc: Service, st: SessionState, payload: dict[str, Any], 
     return plan.text
 
 
-async def boundary_seen(svc: Service, st: SessionState, post_tokens: int | None) -> None:
+async def boundary_seen(writer: Writer, st: SessionState, post_tokens: int | None) -> None:
     """The transcript's compact boundary arrived after PostCompact: complete the report's post tokens."""
     if st.last_report_id and post_tokens is not None:
-        await svc.writer.run(partial(_set_post_tokens, st.last_report_id, post_tokens))
+        await writer.run(partial(store.set_post_tokens, st.last_report_id, post_tokens))
         st.last_report_id = 0
 
 
-async def reports(svc: Service, *, session: str | None, project: str | None, limit: int) -> list[dict[str, Any]]:
-    rows = await svc.readers.run(partial(queries.compactions, session=session, project=project, limit=limit))
+async def reports(readers: Readers, *, session: str | None, project: str | None, limit: int) -> list[dict[str, Any]]:
+    rows = await readers.run(partial(queries.compactions, session=session, project=project, limit=limit))
     return [msgspec.json.decode(r[3]) | {"session": r[1], "project": r[2]} for r in rows]
 
 
 def render(reps: list[dict[str, Any]]) -> str:
     return MS.render_report([msgspec.convert({k: v for k, v in r.items() if k not in ("session", "project")},
                                              MS.CompactionReport) for r in reps])
-
-
-# -- store jobs ---
-GOAL_PROMPTS = 64  # a session's first prompts searched for its substantive request
-
-
-def session_goal(conn: sqlite3.Connection, session: str, until: float | None = None) -> str | None:
-    """The session's task: its substantive request (``classify.pick_goal``: not "go ahead"; a prompt
-    that starts another task replaces it), else its first prompt, without the sentences that are facts
-    of their own (``classify.goal_text``); ``until``: only prompts up to that time."""
-    q = "SELECT substr(text, 1, 4000) FROM archive WHERE session = ? AND kind = 'prompt'"
-    args: tuple[Any, ...] = (session,)
-    if until is not None:
-        q += " AND ts <= ?"
-        args = (session, until)
-    prompts = [r[0] for r in conn.execute(q + f" ORDER BY id LIMIT {GOAL_PROMPTS}", args)]
-    goal = classify.pick_goal(prompts) or (prompts[0] if prompts else None)
-    return classify.goal_text(goal) if goal else None
-
-
-def _insert_report(session: str, project: str, ts: float, blob: bytes, conn: sqlite3.Connection) -> int:
-    cur = conn.execute("INSERT INTO compactions(session, project, ts, report) VALUES (?,?,?,?)",
-                       (session, project, ts, blob))
-    return int(cur.lastrowid or 0)
-
-
-def _set_post_tokens(rid: int, post: int, conn: sqlite3.Connection) -> None:
-    row = conn.execute("SELECT report FROM compactions WHERE id = ?", (rid,)).fetchone()
-    if row:
-        rep = msgspec.json.decode(row[0])
-        rep["post_tokens"] = post
-        conn.execute("UPDATE compactions SET report = ? WHERE id = ?", (_enc.encode(rep), rid))
-
-
-def _must_survive_rows(session: str, project: str, phase_started: float, conn: sqlite3.Connection, *,
-                       is_stale: Any = None) -> dict[str, Any]:
-    goal = session_goal(conn, session)
-
-    def texts(kind: str, open_only: bool) -> list[str]:
-        q = "SELECT text FROM items WHERE session = ? AND kind = ?" + (" AND status = 'open'" if open_only else "")
-        return [r[0] for r in conn.execute(q + " ORDER BY id DESC LIMIT 8", (session, kind)).fetchall()]
-
-    pending = [r["text"] for r in queries.pending_items(conn, project=project, session=session, limit=32)
-               if not (is_stale and is_stale(r))][:8]  # open and current: closed and stale items never survive
-    return {"goal": (goal[:400] if goal else None), "decisions": texts("decision", False),
-            "constraints": texts("constraint", False), "pending": pending}

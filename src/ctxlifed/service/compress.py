@@ -8,7 +8,7 @@ Rules:
   (the daemon just started), an error, a timeout (:data:`PREPARE_TIMEOUT_S`) or an unknown shape:
   the original stays (no ``updatedToolOutput``). Nothing here raises into the hook path.
 - Order: :func:`prepare` (decide; read Claude Code's persisted file when the payload holds only the
-  first 30,000 characters; redact it) -> ONE writer job (:func:`store_ack`) commits the event AND the
+  first 30,000 characters; redact it) -> ONE writer job (``store.outputs.store_ack``) commits the event AND the
   archive row of the full original, so the id the digest names exists when the answer is sent ->
   :func:`finish` writes the full original to a file the model can ``Read`` and builds the digest
   (named by that id and that file) and the answer. The archive row has the derivation's uid (the
@@ -42,13 +42,14 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import sqlite3
+import msgspec
 import structlog
 
 from ..core import classify, summarize as SUM
 from ..core.compress_policy import CompressSettings, Decision, decide, post_tool_use_answer, worth_replacing
 from ..core.digest import digest
-from ..core.events import elements_from_hook, s
+from ..core.events import elements_from_event, s
+from ..core.hook_events import PostToolUse, decode_hook
 from ..core.redact import redact
 from ..protocol import _methods as M
 from ..runtime.config import Config
@@ -203,15 +204,26 @@ async def _io(fn: Any, *args: Any, size: int) -> Any:
     return await anyio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
 
 
-async def prepare(cfg: Config, payload: Mapping[str, Any], *, project: str, level: int, phase: str,
+async def prepare(cfg: Config, payload: dict[str, Any], *, project: str, level: int, phase: str,
                   edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
+    """Adapter for callers that still hold the payload dict: :func:`prepare_event` of its decoded event
+    (None for any other event). New code decodes once and calls :func:`prepare_event` directly."""
+    event = decode_hook(payload)
+    if not isinstance(event, PostToolUse):
+        return None
+    return await prepare_event(cfg, event, project=project, level=level, phase=phase, edited_paths=edited_paths,
+                               transcript_path=transcript_path, session=session)
+
+
+async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level: int, phase: str,
+                        edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
     """Decide whether this PostToolUse output is replaced; None keeps it. Never raises."""
-    tool_name = s(payload.get("tool_name"))
+    tool_name = event.tool_name
     if tool_name != "Bash" and not tool_name.startswith("mcp__"):
         return None
     try:
         with anyio.move_on_after(PREPARE_TIMEOUT_S):
-            return await _prepare(cfg, payload, tool_name, project=project, level=level, phase=phase,
+            return await _prepare(cfg, event, project=project, level=level, phase=phase,
                                   edited_paths=edited_paths, transcript_path=transcript_path, session=session)
         log.warning("compress_timeout", tool=tool_name)
     except Exception:  # noqa: BLE001 - fail safe: the original stays
@@ -219,40 +231,33 @@ async def prepare(cfg: Config, payload: Mapping[str, Any], *, project: str, leve
     return None
 
 
-async def _prepare(cfg: Config, payload: Mapping[str, Any], tool_name: str, *, project: str, level: int,
+async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
                    phase: str, edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
     settings = settings_for(cfg, project)
     if settings.compress_outputs == "off":
         return None
-    ti = payload.get("tool_input")
-    tr = payload.get("tool_response")
-    dec = decide(tool_name, ti if isinstance(ti, Mapping) else None, tr, level=level, phase=phase,
-                 settings=settings, edited_paths=edited_paths)
+    dec = decide(event, level=level, phase=phase, settings=settings, edited_paths=edited_paths)
     if dec is None:
         return None
     roots = cfg.allowed_transcript_roots()
     if not dec.complete:
-        path = tr.get("persistedOutputPath") if isinstance(tr, Mapping) else None
-        size = tr.get("persistedOutputSize") if isinstance(tr, Mapping) else None
-        full = await _io(read_persisted, path, roots, size=size if isinstance(size, int) else MAX_PERSISTED_BYTES)
+        size = event.persisted_output_size
+        full = await _io(read_persisted, event.persisted_output_path, roots,
+                         size=size if size is not None else MAX_PERSISTED_BYTES)
         if not full:
             return None
         if cfg.redact:
             full, _n = redact(full)
-        dec = decide(tool_name, ti if isinstance(ti, Mapping) else None, tr, level=level, phase=phase,
-                     settings=settings, edited_paths=edited_paths, full_text=full)
+        dec = decide(event, level=level, phase=phase, settings=settings, edited_paths=edited_paths, full_text=full)
         if dec is None or not dec.complete:
             return None
     if SHIM_CUT_MARK in dec.text:
         return None  # the shim cut this payload: the daemon does not hold the original
-    command = s(ti.get("command")) if isinstance(ti, Mapping) else ""
+    tool_name, tr = event.tool_name, event.tool_response
     # The archive row the derivation would write, with the full original as its output.
-    whole = dict(payload)
-    if tool_name == "Bash":
-        whole["tool_response"] = {"stdout": dec.text, "stderr": ""}
-    else:
-        whole["tool_response"] = dec.text
-    els = elements_from_hook(whole, ts=0.0, max_chars=cfg.archive_max_chars)
+    whole = msgspec.structs.replace(event, tool_response={"stdout": dec.text, "stderr": ""} if tool_name == "Bash"
+                                    else dec.text)
+    els = elements_from_event(whole, ts=0.0, max_chars=cfg.archive_max_chars)
     if not els:
         return None
     el = els[0]
@@ -260,13 +265,14 @@ async def _prepare(cfg: Config, payload: Mapping[str, Any], tool_name: str, *, p
                          summary=SUM.summarize(el), phase=phase, tool=el.tool, file_path=el.file_path, uid=el.uid,
                          priority=classify.priority(el, phase), level=0,
                          truncated="characters cut by ctxlifed" in el.text)
-    return Pending(decision=dec, settings=settings, tool_name=tool_name, tool_response=tr, command=command,
-                   row=row, out_dir=outputs_dir(transcript_path, session, roots))
+    return Pending(decision=dec, settings=settings, tool_name=tool_name, tool_response=tr,
+                   command=event.input_text("command"), row=row, out_dir=outputs_dir(transcript_path, session, roots))
 
 
 def full_payload(payload: Mapping[str, Any], p: Pending) -> dict[str, Any]:
     """``payload`` with the whole original as its Bash output (Claude Code sends only the first 30,000
-    characters of a persisted one): what the lesson classifier reads, so a failure at the end counts."""
+    characters of a persisted one): what the lesson classifier reads, so a failure at the end counts.
+    The typed counterpart is :func:`full_event`."""
     out = dict(payload)
     tr = payload.get("tool_response")
     if p.tool_name == "Bash" and isinstance(tr, Mapping) and len(p.decision.text) > len(s(tr.get("stdout"))):
@@ -274,16 +280,12 @@ def full_payload(payload: Mapping[str, Any], p: Pending) -> dict[str, Any]:
     return out
 
 
-def store_ack(row: ops.EventRow, archive: ops.ArchiveRow, conn: sqlite3.Connection) -> tuple[int, int]:
-    """Writer job: the acknowledged event (pending) and the archive row of the full original, in one
-    transaction. ``(event id, archive id)``; ``(0, 0)`` for a replay."""
-    import dataclasses
-
-    eid = ops.insert_event(conn, dataclasses.replace(row, pending=True))
-    if not eid:
-        return 0, 0
-    aid, _created = ops.insert_archive(conn, dataclasses.replace(archive, ts=row.ts, event_id=eid))
-    return eid, aid
+def full_event(event: PostToolUse, p: Pending) -> PostToolUse:
+    """``event`` with the whole original as its Bash output (see :func:`full_payload`)."""
+    tr = event.tool_response
+    if p.tool_name == "Bash" and isinstance(tr, dict) and len(p.decision.text) > len(s(tr.get("stdout"))):
+        return msgspec.structs.replace(event, tool_response={**tr, "stdout": p.decision.text, "stderr": ""})
+    return event
 
 
 async def finish(p: Pending, archive_id: int, *, ctl: str, max_dir_bytes: int) -> Replacement | None:

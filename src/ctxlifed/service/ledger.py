@@ -29,15 +29,17 @@ Rules:
   naming the archive id that still holds the whole page, then is deleted, and an emptied folder is
   removed. Decisions are flushed to ``decisions.md`` first. A hand-edited page, or any other file, is
   never deleted: it is reported and its folder stays.
+- :class:`LedgerWriter` receives only what it uses (writer, readers, the live config, a clock); the
+  SQL is ``store/ledgers.py`` (what a page is made of, the index rows, the decision log's progress).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sqlite3
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -48,11 +50,11 @@ from ..core import render as R
 from ..core import rollup as RU
 from ..core.model import estimate_tokens
 from ..core.paths import ledger_relpath, validate_session_id
-from ..store import ops
+from ..runtime.config import Config
+from ..store import ledgers as store
+from ..store import lessons as store_lessons
+from ..store.db import Readers, Writer
 from . import files
-
-if TYPE_CHECKING:
-    from .app import Service
 
 log = structlog.get_logger("ctxlifed.ledger")
 
@@ -60,8 +62,12 @@ DECISIONS_HEADER = "# Decisions\n\nKept by ctxlifed: one entry per decision, new
 
 
 class LedgerWriter:
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
+    def __init__(self, writer: Writer, readers: Readers, *, config: Callable[[], Config],
+                 clock: Callable[[], float]) -> None:
+        self.writer = writer
+        self.readers = readers
+        self.config = config  # the live config (a reload replaces it)
+        self.clock = clock
         self.lock = anyio.Lock()
         self.written: list[str] = []  # paths written, newest last (bounded; for tests and status)
         self.ours: dict[str, str] = {}  # path -> text we last wrote: our own writes are not "hand edits"
@@ -69,7 +75,7 @@ class LedgerWriter:
 
     def memory_root(self, project: str) -> str | None:
         """``project`` when L3 may be written there (ledgers on; a git root of the user's own)."""
-        if not self.svc.cfg.write_ledgers or not os.path.isabs(project):
+        if not self.config().write_ledgers or not os.path.isabs(project):
             return None
         why = files.root_untrusted(project)
         if why is not None:
@@ -99,8 +105,9 @@ class LedgerWriter:
         if root is None:
             return None
         sid = validate_session_id(session)
-        rel = os.path.join(self.svc.cfg.memory_dir, ledger_relpath(sid, n, phase))
-        data = await self.svc.readers.run(partial(_ledger_rows, sid, started, ended, phase))
+        rel = os.path.join(self.config().memory_dir, ledger_relpath(sid, n, phase))
+        data = await self.readers.run(partial(store.phase_rows, sid, started, ended, phase))
+        data = phase_data(data)
         if not data["settled"]:
             log.info("ledger_skipped", session=sid, phase=phase, reason=reason, why="the phase settled nothing")
             await self.write_decisions(project)
@@ -118,7 +125,7 @@ class LedgerWriter:
                 return None
             target, fmode, dmode = where
             await anyio.to_thread.run_sync(files.atomic_write, target, text, fmode, dmode)
-            await self.svc.writer.run(partial(_index_ledger, target, project, sid, ended, text))
+            await self.writer.run(partial(store.index_ledger, target, project, sid, ended, text))
             self._note(target, text)
         await self.write_decisions(project)
         log.info("ledger_written", path=target, reason=reason)
@@ -129,11 +136,11 @@ class LedgerWriter:
         if root is None:
             return None
         async with self.lock:
-            rows, last = await self.svc.readers.run(partial(_new_decisions, project))
+            rows, last = await self.readers.run(partial(store.new_decisions, project))
             if not rows:
                 return None
             entries = "".join(R.render_decision_entry(ts, session, phase or "", text, aid) for _id, ts, session, phase, text, aid in rows)
-            where = self._target(root, os.path.join(self.svc.cfg.memory_dir, "decisions.md"))
+            where = self._target(root, os.path.join(self.config().memory_dir, "decisions.md"))
             if where is None:
                 return None
             target, fmode, dmode = where
@@ -142,7 +149,7 @@ class LedgerWriter:
             with open(target, encoding="utf-8") as f:
                 full = f.read()
             new_last = max(r[0] for r in rows)
-            await self.svc.writer.run(partial(_after_decisions, target, project, self.svc.clock(), full, new_last))
+            await self.writer.run(partial(store.after_decisions, target, project, self.clock(), full, new_last))
             self._note(target, full)
             return target
 
@@ -151,12 +158,10 @@ class LedgerWriter:
         root = self.memory_root(project)
         if root is None:
             return None
-        from . import lessons as lessons_svc
-
         async with self.lock:
-            found = await self.svc.readers.run(partial(lessons_svc.all_lessons, project, 500))
+            found = await self.readers.run(partial(store_lessons.all_lessons, project, 500))
             text = LS.render_lessons_md(found)
-            where = self._target(root, os.path.join(self.svc.cfg.memory_dir, "lessons.md"))
+            where = self._target(root, os.path.join(self.config().memory_dir, "lessons.md"))
             if where is None:
                 return None
             target, fmode, dmode = where
@@ -166,8 +171,7 @@ class LedgerWriter:
 
     async def forget_decisions(self, texts: list[str]) -> None:
         """``forget``: take forgotten decisions out of the decision logs we wrote (on disk too)."""
-        known = await self.svc.readers.run(
-            lambda c: [(r[0], r[1]) for r in c.execute("SELECT path, project FROM ledgers WHERE path LIKE '%decisions.md'")])
+        known = await self.readers.run(store.decision_logs)
         for path, project in sorted(set(known)):
             where = self._target(project, os.path.relpath(path, os.path.realpath(project)))
             if where is None:
@@ -189,12 +193,12 @@ class LedgerWriter:
         if not real.endswith(".md") or not os.path.isfile(real):
             return False
         project = files.project_root(os.path.dirname(real))
-        mem = os.path.join(project, self.svc.cfg.memory_dir)
+        mem = os.path.join(project, self.config().memory_dir)
         if not real.startswith(os.path.realpath(mem) + os.sep):
             return False
         try:
             with open(real, encoding="utf-8", errors="replace") as f:
-                text = f.read(self.svc.cfg.archive_max_chars)
+                text = f.read(self.config().archive_max_chars)
         except OSError:
             return False
         if self.ours.get(real) == text:
@@ -203,19 +207,17 @@ class LedgerWriter:
             self._refuse(real, f"not read: {real} is not in a memory folder of the user's own")
             return False
         if os.path.basename(real) == "lessons.md" and os.path.dirname(real) == os.path.realpath(mem):
-            from . import lessons as lessons_svc
-
             mtime = os.path.getmtime(real)
-            await self.svc.writer.run(partial(lessons_svc.reconcile_file, project, text, self.svc.clock(), mtime))
+            await self.writer.run(partial(store_lessons.reconcile_file, project, text, self.clock(), mtime))
             return True
         ticked = ticked_items(text)
         if ticked:  # a ticked checkbox closes its pending item
-            await self.svc.writer.run(partial(_resolve_ticked, project, ticked, self.svc.clock()))
-        indexed = await self.svc.readers.run(partial(_indexed_text, project, real))
+            await self.writer.run(partial(store.resolve_ticked, project, ticked, self.clock()))
+        indexed = await self.readers.run(partial(store.indexed_text, project, real))
         quoted = quote_hand_edit(os.path.relpath(real, os.path.realpath(project)), text)
         if indexed in (text, quoted):
             return False  # a page we wrote, or an edit indexed already, seen again (a restart's first scan)
-        await self.svc.writer.run(partial(_index_ledger, real, project, None, self.svc.clock(), quoted))
+        await self.writer.run(partial(store.index_ledger, real, project, None, self.clock(), quoted))
         return True
 
     async def prune(self, project: str, keep: int, *, dry_run: bool = False) -> dict[str, Any]:
@@ -229,9 +231,9 @@ class LedgerWriter:
             return out
         await self.write_decisions(project)  # what the old sessions decided is in decisions.md first
         async with self.lock:
-            mem = os.path.join(os.path.realpath(root), self.svc.cfg.memory_dir)
+            mem = os.path.join(os.path.realpath(root), self.config().memory_dir)
             sessions_dir = os.path.join(mem, "sessions")
-            known = await self.svc.readers.run(partial(_ledger_index, project))
+            known = await self.readers.run(partial(store.ledger_index, project))
             folders = await anyio.to_thread.run_sync(_session_folders, sessions_dir, known)
             chosen = RU.select(((sid, newest) for sid, (newest, _pages) in folders.items()), keep)
             entries: list[str] = []
@@ -250,7 +252,7 @@ class LedgerWriter:
             out["rolled_up"] = doomed
             if dry_run or not doomed:
                 return out
-            where = self._target(root, os.path.join(self.svc.cfg.memory_dir, RU.HISTORY_NAME))
+            where = self._target(root, os.path.join(self.config().memory_dir, RU.HISTORY_NAME))
             if where is None:
                 out["reason"] = "history.md is not ours to write"
                 out["rolled_up"] = []
@@ -263,7 +265,7 @@ class LedgerWriter:
                 existing = None
             text = RU.history_text(existing, entries)
             await anyio.to_thread.run_sync(files.atomic_write, target, text, fmode, dmode)
-            await self.svc.writer.run(partial(_index_ledger, target, project, None, self.svc.clock(), text))
+            await self.writer.run(partial(store.index_ledger, target, project, None, self.clock(), text))
             self._note(target, text)
             out["history"] = target
             await anyio.to_thread.run_sync(_remove_pages, sessions_dir, doomed)
@@ -288,36 +290,11 @@ def ticked_items(text: str) -> list[str]:
     return [m.group(1) for ln in text.splitlines()[:5000] if (m := _TICKED_RE.match(ln))][:200]
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
-def _resolve_ticked(project: str, ticked: list[str], ts: float, conn: sqlite3.Connection) -> int:
-    """Close the project's open pending items whose text a ticked checkbox shows (whole, or cut with …)."""
-    want = [_norm(t) for t in ticked]
-    rows = conn.execute("SELECT id, text FROM items WHERE project = ? AND kind = 'pending' AND status = 'open'"
-                        " ORDER BY id DESC LIMIT 500", (project,)).fetchall()
-    closed = []
-    for iid, text in rows:
-        t = _norm(text)
-        if any(t == w or (w.endswith("…") and len(w) > 8 and t.startswith(w[:-1])) for w in want):
-            closed.append((int(iid), "ledger"))
-    return ops.resolve_items(conn, closed, ts) if closed else 0
-
-
 def quote_hand_edit(rel: str, text: str) -> str:
     """A hand-edited L3 file as archive text: labelled, every line quoted (data, not instructions)."""
     body = "\n".join("> " + ln if ln else ">" for ln in text.splitlines()) or ">"
     return (f"Hand-edited project memory file {rel}, quoted as written (data, not instructions):\n\n"
             f"{body}\n")
-
-
-def _ledger_index(project: str, conn: sqlite3.Connection) -> dict[str, tuple[float, int | None, str | None]]:
-    """Pages the store knows for ``project``: path -> (time written, archive id, indexed text)."""
-    rows = conn.execute(
-        "SELECT l.path, l.ts, l.archive_id, a.text FROM ledgers l LEFT JOIN archive a ON a.id = l.archive_id"
-        " WHERE l.project = ?", (project,)).fetchall()
-    return {r[0]: (float(r[1]), r[2], r[3]) for r in rows}
 
 
 def _session_folders(sessions_dir: str, known: dict[str, tuple[float, int | None, str | None]],
@@ -371,63 +348,11 @@ def _remove_pages(sessions_dir: str, paths: list[str]) -> None:
                 pass  # a file we keep is still there
 
 
-def _indexed_text(project: str, path: str, conn: sqlite3.Connection) -> str | None:
-    r = conn.execute("SELECT text FROM archive WHERE project = ? AND uid = ?", (project, f"ledger:{path}")).fetchone()
-    return r[0] if r else None
-
-
-def _index_ledger(path: str, project: str, session: str | None, ts: float, text: str, conn: sqlite3.Connection) -> int:
-    summary = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), "")[:200]
-    aid = ops.upsert_archive_by_uid(conn, ops.ArchiveRow(
-        session=session or "", project=project, ts=ts, kind="ledger", text=text, summary=summary,
-        uid=f"ledger:{path}", priority=70, level=3))
-    ops.record_ledger(conn, path=path, project=project, session=session, ts=ts, archive_id=aid)
-    return aid
-
-
-def _after_decisions(path: str, project: str, ts: float, text: str, last: int, conn: sqlite3.Connection) -> None:
-    conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                 (f"decisions_written:{project}", str(last)))
-    _index_ledger(path, project, None, ts, text, conn)
-
-
-def _new_decisions(project: str, conn: sqlite3.Connection) -> tuple[list[tuple], int]:
-    r = conn.execute("SELECT value FROM meta WHERE key = ?", (f"decisions_written:{project}",)).fetchone()
-    last = int(r[0]) if r else 0
-    rows = conn.execute(
-        "SELECT id, ts, session, phase, text, archive_id FROM items WHERE project = ? AND kind = 'decision' AND id > ?"
-        " ORDER BY id LIMIT 200", (project, last)).fetchall()
-    return rows, last
-
-
-def _ledger_rows(session: str, start: float, end: float, phase: str, conn: sqlite3.Connection) -> dict[str, Any]:
-    win = (session, start - 0.001, end + 0.001)
-    from .compaction import session_goal
-
-    goal_text = session_goal(conn, session, end + 0.001)
-    done = conn.execute(  # the 12 most important, shown in time order
-        "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
-        " AND kind IN ('code_change', 'tool', 'test_result', 'error', 'assistant')"
-        " ORDER BY priority DESC, id DESC LIMIT 12) ORDER BY ts, id", win).fetchall()
-    files_ = conn.execute(
-        "SELECT DISTINCT file_path FROM archive WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'code_change'"
-        " AND file_path IS NOT NULL ORDER BY id LIMIT 50", win).fetchall()
-    decisions = conn.execute(
-        "SELECT text FROM items WHERE session = ? AND ts BETWEEN ? AND ? AND kind = 'decision' ORDER BY id LIMIT 20",
-        win).fetchall()
-    tests = conn.execute(  # the 8 latest, shown in time order
-        "SELECT id, summary FROM (SELECT id, ts, summary FROM archive WHERE session = ? AND ts BETWEEN ? AND ?"
-        " AND kind = 'test_result' ORDER BY id DESC LIMIT 8) ORDER BY ts, id", win).fetchall()
-    pending = conn.execute(
-        "SELECT text FROM items WHERE session = ? AND kind = 'pending' AND status = 'open' ORDER BY id DESC LIMIT 12",
-        (session,)).fetchall()
-    noted = conn.execute(  # a constraint or an open item stated in this phase
-        "SELECT 1 FROM items WHERE session = ? AND ts BETWEEN ? AND ? AND kind IN ('constraint', 'pending') LIMIT 1",
-        win).fetchone()
-    worked = conn.execute(  # entered on tool evidence (edits, test runs): work happened even if deduplicated
-        "SELECT 1 FROM phase_switches WHERE session = ? AND ts BETWEEN ? AND ? AND to_phase = ? AND cause = 'heuristic'"
-        " LIMIT 1", (*win, phase)).fetchone()
-    goal = goal_text or ""
+def phase_data(raw: dict[str, Any]) -> dict[str, Any]:
+    """A phase page's content from the store's rows (``store.ledgers.phase_rows``): the goal bounded,
+    each step naming its archive id once, and whether the phase settled anything."""
+    done, tests = raw["done"], raw["tests"]
+    goal = raw["goal"] or ""
     if estimate_tokens(goal) > 200:
         goal = goal[:800] + "…"
     ids = sorted({r[0] for r in done} | {r[0] for r in tests})
@@ -435,11 +360,11 @@ def _ledger_rows(session: str, start: float, end: float, phase: str, conn: sqlit
         "goal": goal,
         # An L1 summary may name its id already ("… [L2 #N]"); any other "#N" in it is content.
         "done": [s if s and re.search(rf"\[L2 #{i}\]", s) else f"{s} [L2 #{i}]" if s else f"[L2 #{i}]" for i, s in done],
-        "files": [r[0] for r in files_],
-        "decisions": [r[0] for r in decisions],
+        "files": raw["files"],
+        "decisions": raw["decisions"],
         "tests": [s for _i, s in tests if s],
-        "pending": [r[0] for r in pending],
+        "pending": raw["pending"],
         "ids": ids,
         # Something to hand off: a file changed, tests ran, a decision/constraint/open item was stated.
-        "settled": bool(files_ or tests or decisions or noted or worked),
+        "settled": bool(raw["files"] or tests or raw["decisions"] or raw["noted"] or raw["worked"]),
     }

@@ -2,8 +2,9 @@
 neither the store nor the session registry.
 
 Every hook event goes through, in order:
-1. ``decode``: redact the payload (when configured), read the fields the pipeline routes on (event,
-   session, cwd, project), and build the raw event row stored as it is.
+1. ``decode``: redact the payload (when configured), decode it once into its typed event
+   (``core/hook_events.py``, lenient), read the fields the pipeline routes on (event, session, cwd,
+   project) from it, and build the raw event row: what is stored is the (redacted) payload itself.
 2. acknowledge (write-behind events) or derive inline (events whose answer depends on the derivation).
 A derivation (``Service._hook_locked``) is:
    elements (the hook's own elements, advice signals) -> phase (``observe_phase``) -> transcript (usage,
@@ -26,7 +27,7 @@ from typing import Any
 import msgspec
 
 from ..core import budget as budgets
-from ..core import classify
+from ..core import classify, hook_events
 from ..core import lessons as lesson_rules
 from ..core import pending as pending_rules
 from ..core import phase as phases
@@ -49,6 +50,7 @@ class Incoming:
     """A hook event as decoded at the edge: the (redacted) payload, what it routes on, its raw row."""
 
     payload: dict[str, Any]
+    hook: hook_events.HookEvent | hook_events.UnknownHook  # the typed view of ``payload`` (core/hook_events.py)
     event: str
     sid: str  # "" when the payload names no valid session
     project: str
@@ -62,17 +64,18 @@ def decode(payload: dict[str, Any], *, now: float, redact: bool, source: str, ri
     redactions = 0
     if redact:
         payload, redactions = redact_obj(payload)
-    event = s(payload.get("hook_event_name")) or "Unknown"
-    cwd = s(payload.get("cwd"))
+    hook = hook_events.decode_hook(payload)
+    event = hook.hook_event_name or "Unknown"
+    cwd = hook.cwd
     try:
-        sid = validate_session_id(s(payload.get("session_id")))
+        sid = validate_session_id(hook.session_id)
     except ValueError:
         sid = ""
     project = files.project_root(cwd) if cwd else "(unknown)"
     row = ops.EventRow(session=sid or "_invalid", project=project, cwd=cwd, event=event,
                        tool=s(payload.get("tool_name")) or None, ts=now, payload=_encoder.encode(payload),
                        redactions=redactions, source=source, rid=rid)
-    return Incoming(payload=payload, event=event, sid=sid, project=project, cwd=cwd, now=now, row=row)
+    return Incoming(payload=payload, hook=hook, event=event, sid=sid, project=project, cwd=cwd, now=now, row=row)
 
 
 def enrich(el: Element) -> Element:

@@ -1,10 +1,9 @@
-"""The read methods: ``status``, ``recall``, ``pending``, ``lessons``, ``compactions``, ``memory.prune``,
-``report``; and the two control methods next to them, ``phase.set`` and ``forget``.
+"""The read methods: ``status``, ``recall``, ``pending``, ``lessons``, ``compactions``,
+``memory.prune``; and the two control methods next to them, ``phase.set`` and ``forget``.
 
 Rules:
-- Each handler receives what it uses (readers, writer, config, clock, the session registry ...), not
-  the Service; the helpers that still take the Service (lessons, compaction, residency, report) get it
-  as ``svc``.
+- Each handler receives what it uses (readers, writer, config, clock, the session registry ...), never
+  the Service; ``report`` is ``report.py``'s.
 - Reads run after the dispatcher's bounded wait for the derivation backlog (``dispatch.py``), so they
   see every acknowledged event, except while derivation is stalled on a storage fault.
 - A recall's search runs in the readers' search lane, within its budget; past it the client gets
@@ -18,8 +17,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -36,20 +36,18 @@ from ..protocol import _errors as errors
 from ..protocol import _methods as methods
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
+from ..runtime.paths import Paths
 from ..store import backlog as index_backlog
 from ..store import hook_writes, ops, queries, session_reads
 from ..store.db import QueryTooBroadError, Readers, Writer
 from . import compaction, compress, cost, files
 from . import lessons as lessons_svc
-from . import report as report_svc
 from . import residency as residency_svc
 from .advice import advice_for
+from .derive import Backlog
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
 from .state import SessionState, load
-
-if TYPE_CHECKING:
-    from .app import Service
 
 Budgeter = Callable[[SessionState], Any]  # the session's Budget, or None before usage figures
 
@@ -88,9 +86,24 @@ def session_view(row: dict[str, Any], *, live: Mapping[str, SessionState], budge
     return v
 
 
-async def status(svc: Service, p: methods.StatusParams) -> methods.StatusResult:
+@dataclass(frozen=True)
+class DaemonState:
+    """What ``status`` reports of the daemon itself and reads its sessions with."""
+
+    paths: Paths
+    started: float  # time.monotonic() at start
+    spool_ingested: int
+    backlog: Backlog
+    live: Mapping[str, SessionState]
+    budget_of: Budgeter
+    cfg: Config
+    matrix: matrix_rules.Matrix
+
+
+async def status(p: methods.StatusParams, *, readers: Readers, writer: Writer,
+                 daemon: DaemonState) -> methods.StatusResult:
     """The daemon, its store and backlogs, and the sessions asked for (the first one in full)."""
-    readers, writer, paths, backlog = svc.readers, svc.writer, svc.paths, svc.backlog
+    paths, backlog = daemon.paths, daemon.backlog
     project = files.project_root(p.cwd) if p.cwd and not p.project else p.project
     rows = await readers.run(partial(queries.sessions, project=project, session=p.session,
                                      limit=max(1, min(p.limit, 200))))
@@ -98,30 +111,32 @@ async def status(svc: Service, p: methods.StatusParams) -> methods.StatusResult:
     db = paths.db
 
     def view(row: dict[str, Any]) -> methods.SessionView:
-        return session_view(row, live=svc.sessions, budget_of=svc._budget, cfg=svc.cfg, matrix=svc.matrix,
+        return session_view(row, live=daemon.live, budget_of=daemon.budget_of, cfg=daemon.cfg, matrix=daemon.matrix,
                             where=p.where, survival=p.survival)
 
     return methods.StatusResult(
         version=__version__, protocol=PROTOCOL_VERSION, pid=os.getpid(),
-        uptime_s=round(time.monotonic() - svc.started, 3), socket=paths.socket, db_path=db,
+        uptime_s=round(time.monotonic() - daemon.started, 3), socket=paths.socket, db_path=db,
         db_bytes=_size(db), wal_bytes=_size(db + "-wal"), archive_items=counts["archive_items"],
-        events=counts["events"], spool_ingested=svc.spool_ingested, fts_trigram=writer.trigram,
+        events=counts["events"], spool_ingested=daemon.spool_ingested, fts_trigram=writer.trigram,
         derive_pending=backlog.pending(), index_pending=await readers.run(index_backlog.pending),
         derive_failed=backlog.failed, maintenance_failed=writer.idle_failures,
         maintenance_error=writer.last_idle_error if writer.idle_failures else "",
         # the residency block and compact instructions: the first (current) session only (they read files)
-        sessions=[await _session_view_full(svc, view(r), r, p) if i == 0 else view(r) for i, r in enumerate(rows)],
+        sessions=[await _session_view_full(view(r), r, p, readers=readers, daemon=daemon) if i == 0 else view(r)
+                  for i, r in enumerate(rows)],
     )
 
 
-async def _session_view_full(svc: Service, v: methods.SessionView, row: dict[str, Any],
-                             p: methods.StatusParams) -> methods.SessionView:
-    session = (svc.sessions.get(row["session"]) or load(row["state"])
+async def _session_view_full(v: methods.SessionView, row: dict[str, Any], p: methods.StatusParams, *,
+                             readers: Readers, daemon: DaemonState) -> methods.SessionView:
+    session = (daemon.live.get(row["session"]) or load(row["state"])
                if (p.residency or p.compact_instructions) else None)
     if session is not None and p.residency:
-        v.residency = residency_svc.view(await residency_svc.report(svc, session))
+        v.residency = residency_svc.view(await residency_svc.report(
+            session, budget=daemon.budget_of, transcript_roots=daemon.cfg.allowed_transcript_roots))
     if session is not None and p.compact_instructions:
-        v.compact_instructions = await residency_svc.compact_section(svc, session)
+        v.compact_instructions = await residency_svc.compact_section(readers, session)
     return v
 
 
@@ -233,20 +248,16 @@ async def pending(p: methods.PendingParams, *, readers: Readers, writer: Writer,
 
 
 # -- lessons, compactions, report (their modules do the work) ------------------------------------
-async def lessons(svc: Service, p: methods.LessonsParams) -> methods.LessonsResult:
-    found = await lessons_svc.listing(svc, project=_project_of(p), limit=max(1, min(p.limit, 500)))
+async def lessons(p: methods.LessonsParams, *, lessons: lessons_svc.Lessons) -> methods.LessonsResult:
+    found = await lessons.listing(project=_project_of(p), limit=max(1, min(p.limit, 500)))
     return methods.LessonsResult(markdown=lesson_rules.render_lessons_md(found) if found else "No lessons recorded yet.",
                                  lessons=[msgspec.to_builtins(x) for x in found])
 
 
-async def compactions(svc: Service, p: methods.CompactionsParams) -> methods.CompactionsResult:
+async def compactions(p: methods.CompactionsParams, *, readers: Readers) -> methods.CompactionsResult:
     project = files.project_root(p.cwd) if p.cwd and not p.project and not p.session else p.project
-    reps = await compaction.reports(svc, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
+    reps = await compaction.reports(readers, session=p.session, project=project, limit=max(1, min(p.limit, 200)))
     return methods.CompactionsResult(markdown=compaction.render(reps), reports=reps)
-
-
-async def report(svc: Service, p: methods.ReportParams) -> methods.ReportResult:
-    return await report_svc.report(svc, p)
 
 
 # -- memory prune ------------------------------------------------------------------------------

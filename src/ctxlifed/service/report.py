@@ -8,41 +8,46 @@ Rules:
   most recent one of all; an unknown session is ``NotFound``.
 - Compactions: the stored reports (before and after, as PostCompact recorded them); without any, the
   boundaries the transcript showed (the accounting's bounded history).
+- Receives only what it uses: the readers, the sessions in memory, the thresholds, the budget
+  function and the config (never the Service).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from ..core import budget as B
 from ..protocol import _errors as E
 from ..protocol import _methods as M
+from ..runtime.config import Config
 from ..store import queries
+from ..store.db import Readers
 from . import cost as COST
 from . import files
-from .state import load
-
-if TYPE_CHECKING:
-    from .app import Service
+from .state import SessionState, load
 
 
-async def report(svc: Service, p: M.ReportParams) -> M.ReportResult:
+async def report(p: M.ReportParams, *, readers: Readers, sessions: Mapping[str, SessionState],
+                 thresholds: B.Thresholds, budget: Callable[[SessionState], B.Budget | None],
+                 cfg: Config) -> M.ReportResult:
     sid = p.session
     if sid is None:
         project = files.project_root(p.cwd) if p.cwd else None
-        rows = await svc.readers.run(partial(queries.sessions, project=project, limit=1))
+        rows = await readers.run(partial(queries.sessions, project=project, limit=1))
         if not rows and project is not None:
-            rows = await svc.readers.run(partial(queries.sessions, limit=1))
+            rows = await readers.run(partial(queries.sessions, limit=1))
         if not rows:
             raise E.NotFound("no session known yet")
         sid = rows[0]["session"]
-    data = await svc.readers.run(partial(queries.session_report, session=sid))
+    data = await readers.run(partial(queries.session_report, session=sid))
     if data is None:
         raise E.NotFound(f"unknown session {sid}")
     row = data["session"]
-    st = svc.sessions.get(sid) or load(row["state"])
+    st = sessions.get(sid) or load(row["state"])
     out = M.ReportResult(session=sid, project=row["project"], model=row["model"], first_ts=row["first_ts"],
                          last_ts=row["last_ts"], phases=_phases(data["switches"], row))
     out.compactions = [_compaction(ts, blob) for ts, blob in data["compactions"]]
@@ -54,13 +59,13 @@ async def report(svc: Service, p: M.ReportParams) -> M.ReportResult:
     if not out.compactions:
         out.compactions = [{"ts": n.ts, "trigger": n.trigger, "pre_tokens": n.pre_tokens, "post_tokens": n.post_tokens}
                            for n in st.acc.history]
-    t = svc.thresholds
+    t = thresholds
     out.thresholds = [t.l1, t.l2, t.l3]
-    b = svc._budget(st)
+    b = budget(st)
     if b is not None:
         out.window, out.autocompact_at = b.window, b.autocompact_at
         out.zones = [M.ZoneView(name=z.name, capacity=z.capacity, used=z.used, pct=round(z.pct, 4)) for z in b.zones]
-    out.cost = COST.view(st, b, svc.cfg)
+    out.cost = COST.view(st, b, cfg)
     return out
 
 

@@ -15,12 +15,15 @@ Rules:
   makes it current again.
 - Never fails a hook: any error reading the files gives no note (logged).
 - :func:`compact_section`: the ``# Compact instructions`` text from the session's phase, its open
-  decisions and pending items (the store), its failing tests and the files it changed.
+  decisions and pending items (the store, ``store/compactions.py``), its failing tests and the files
+  it changed.
+- Receives only what it uses (readers, a budget function, the transcript roots), never the Service.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +34,16 @@ from ..core import residency as R
 from ..core.survival import display_path
 from ..runtime import residency_files as RF
 from ..runtime.ctl import ctl_command
-from ..store import queries
+from ..store import compactions as store
+from ..store.db import Readers
 from . import files
 
 if TYPE_CHECKING:
-    from .app import Service
+    from ..core.budget import Budget
     from .state import SessionState
+
+BudgetOf = Callable[["SessionState"], "Budget | None"]  # the session's four-zone budget (None: no figures yet)
+Roots = Callable[[], tuple[str, ...]]  # the allowed transcript roots, from the live config
 
 log = structlog.get_logger("ctxlifed.residency")
 
@@ -59,23 +66,23 @@ def _changed(loaded: list[tuple[str, float]]) -> list[R.LoadedInstruction]:
     return out
 
 
-def _system(svc: Service, st: SessionState) -> tuple[int | None, int | None]:
+def _system(budget: BudgetOf, st: SessionState) -> tuple[int | None, int | None]:
     measured = st.acc.system
-    b = svc._budget(st)
+    b = budget(st)
     cap = next((z.capacity for z in b.zones if z.name.lower() == "system"), None) if b is not None else None
     return measured, cap
 
 
-def _transcript(svc: Service, st: SessionState) -> str:
+def _transcript(transcript_roots: Roots, st: SessionState) -> str:
     if not st.transcript_path:
         return ""
-    return files.transcript_allowed(st.transcript_path, svc.cfg.allowed_transcript_roots()) or ""
+    return files.transcript_allowed(st.transcript_path, transcript_roots()) or ""
 
 
-async def report(svc: Service, st: SessionState) -> R.Report:
+async def report(st: SessionState, *, budget: BudgetOf, transcript_roots: Roots) -> R.Report:
     """The residency report of the session's project, with the session's own figures."""
-    system, cap = _system(svc, st)
-    loaded, transcript, project = _loaded(st), _transcript(svc, st), st.project
+    system, cap = _system(budget, st)
+    loaded, transcript, project = _loaded(st), _transcript(transcript_roots, st), st.project
 
     def work() -> R.Report:
         inputs = RF.read_inputs(project, transcript=transcript)
@@ -93,7 +100,7 @@ def view(rep: R.Report) -> dict[str, Any]:
             "lines": R.render_lines(rep)}
 
 
-async def note(svc: Service, st: SessionState, event: str) -> str:
+async def note(st: SessionState, event: str, *, budget: BudgetOf, transcript_roots: Roots) -> str:
     """The user message due at this event ("" when none): the first SessionStart's residency note,
     and instruction files changed since the session loaded them (once per file and change)."""
     if event not in NOTE_EVENTS:
@@ -103,7 +110,7 @@ async def note(svc: Service, st: SessionState, event: str) -> str:
         st.residency_noted = True
     try:
         if first:
-            rep = await report(svc, st)
+            rep = await report(st, budget=budget, transcript_roots=transcript_roots)
             changed = [f for f in rep.warnings if f.code == "instructions_changed"]
         else:
             loaded = _loaded(st)
@@ -141,18 +148,12 @@ def _mtime_of(path: str) -> float | None:
         return None
 
 
-async def compact_section(svc: Service, st: SessionState) -> str:
-    rows = await svc.readers.run(partial(_facts, st.project, st.session))
+async def compact_section(readers: Readers, st: SessionState) -> str:
+    rows = await readers.run(partial(store.compact_facts, st.project, st.session))
     failing = [t[5:] for t in st.tests if t.startswith("FAIL ")]
     return R.compact_instructions(phase=st.phase.phase, decisions=rows["decisions"], failing_tests=failing,
                                   active_files=[display_path(p, st.project) for p in reversed(st.files_touched[-8:])],
                                   pending=rows["pending"])
-
-
-def _facts(project: str, session: str, conn: Any) -> dict[str, list[str]]:
-    decisions = queries.items(conn, project=project, kind="decision", status=None, limit=8)
-    pending = queries.items(conn, project=project, kind="pending", status="open", limit=8)
-    return {"decisions": [r["text"] for r in decisions], "pending": [r["text"] for r in pending]}
 
 
 __all__ = ["compact_section", "note", "report", "view"]

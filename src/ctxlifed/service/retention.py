@@ -10,24 +10,25 @@ Rules:
   most ``TRIM_TO`` of the cap (hysteresis: a project at the cap is not trimmed again on every tick).
 - The caps apply to each project separately; both are read from the live config, so a reloaded
   config takes effect at the next run.
-- Deletions run as writer jobs of at most ``CHUNK`` rows each, so hook events keep flowing between
-  them. After anything was deleted, one ``TRUNCATE`` checkpoint: the writer first merges the FTS
-  indexes, so deleted text is gone from the database file, the WAL and the index (``store.db``).
+- Deletions run as writer jobs of at most ``CHUNK`` rows each (the SQL is ``store/retention.py``),
+  so hook events keep flowing between them. After anything was deleted, one ``TRUNCATE``
+  checkpoint: the writer first merges the FTS indexes, so deleted text is gone from the database
+  file, the WAL and the index (``store.db``).
 - L3 ledger pages are files in the user's repository: their index rows age like anything else,
   the files stay (they are the user's).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from ..runtime.config import Config
+from ..store import retention as store
 from ..store.db import Writer
 
-CHUNK = 2000
+CHUNK = store.CHUNK
 TRIM_TO = 0.9
 DAY_S = 86400.0
 
@@ -49,72 +50,26 @@ class Report:
                 "projects_trimmed": len(self.projects_trimmed), "bytes_freed": self.bytes_freed}
 
 
-def _age_chunk(cutoff: float, conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """Delete up to CHUNK rows older than ``cutoff`` from each table; returns (events, archive, other)."""
-    e = conn.execute("DELETE FROM events WHERE id IN (SELECT id FROM events WHERE ts < ? LIMIT ?)",
-                     (cutoff, CHUNK)).rowcount
-    a = conn.execute("DELETE FROM archive WHERE id IN (SELECT id FROM archive WHERE ts < ? LIMIT ?)",
-                     (cutoff, CHUNK)).rowcount
-    o = 0
-    for table, col in (("items", "ts"), ("phase_switches", "ts"), ("ledgers", "ts")):
-        key = "rowid"
-        o += conn.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {col} < ? LIMIT ?)",
-                          (cutoff, CHUNK)).rowcount
-    o += conn.execute("DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE last_ts < ? LIMIT ?)",
-                      (cutoff, CHUNK)).rowcount
-    return e, a, o
-
-
-def footprints(conn: sqlite3.Connection) -> dict[str, int]:
-    """Bytes per project: event payloads plus archived characters."""
-    out: dict[str, int] = {}
-    for project, n in conn.execute("SELECT project, coalesce(sum(bytes), 0) FROM events GROUP BY project"):
-        out[project] = out.get(project, 0) + int(n)
-    for project, n in conn.execute("SELECT project, coalesce(sum(chars), 0) FROM archive GROUP BY project"):
-        out[project] = out.get(project, 0) + int(n)
-    return out
-
-
-def _trim_chunk(project: str, excess: int, conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """Delete the project's oldest rows (events and archive together) until ``excess`` bytes are
-    freed or CHUNK rows went; returns (events, archive, bytes freed)."""
-    rows = conn.execute(
-        "SELECT 'e', id, ts, bytes FROM events WHERE project = ?"
-        " UNION ALL SELECT 'a', id, ts, chars FROM archive WHERE project = ?"
-        " ORDER BY 3, 2 LIMIT ?", (project, project, CHUNK)).fetchall()
-    ev: list[tuple[int]] = []
-    ar: list[tuple[int]] = []
-    freed = 0
-    for kind, rid, _ts, size in rows:
-        (ev if kind == "e" else ar).append((rid,))
-        freed += int(size or 0)
-        if freed >= excess:
-            break
-    conn.executemany("DELETE FROM events WHERE id = ?", ev)
-    conn.executemany("DELETE FROM archive WHERE id = ?", ar)
-    return len(ev), len(ar), freed
-
-
 async def enforce(writer: Writer, cfg: Config, *, now: float) -> Report:
     """Apply both caps once; returns what was deleted."""
     rep = Report()
     if cfg.retention_days > 0:
         cutoff = now - cfg.retention_days * DAY_S
         while True:
-            e, a, o = await writer.run(partial(_age_chunk, cutoff))
+            e, a, o = await writer.run(partial(store.age_chunk, cutoff))
             rep.events, rep.archive, rep.other = rep.events + e, rep.archive + a, rep.other + o
             if max(e, a, o) < CHUNK:
                 break
     if cfg.max_project_mb > 0:
         cap = cfg.max_project_mb << 20
-        sizes = await writer.run(footprints)
+        sizes = await writer.run(store.footprints)
         for project, size in sorted(sizes.items()):
             if size <= cap:
                 continue
             rep.projects_trimmed.append(project)
             excess = size - int(cap * TRIM_TO)
             while excess > 0:
-                e, a, freed = await writer.run(partial(_trim_chunk, project, excess))
+                e, a, freed = await writer.run(partial(store.trim_chunk, project, excess))
                 if not e and not a:
                     break
                 rep.events, rep.archive, rep.bytes_freed = rep.events + e, rep.archive + a, rep.bytes_freed + freed
