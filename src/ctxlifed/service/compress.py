@@ -42,6 +42,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import msgspec
 import sqlite3
 import structlog
 
@@ -204,15 +205,18 @@ async def _io(fn: Any, *args: Any, size: int) -> Any:
 
 
 async def prepare(cfg: Config, payload: Mapping[str, Any], *, project: str, level: int, phase: str,
-                  edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
-    """Decide whether this PostToolUse output is replaced; None keeps it. Never raises."""
+                  edited_paths: list[str], transcript_path: str | None, session: str,
+                  cut_chars: int | None = None) -> Pending | None:
+    """Decide whether this PostToolUse output is replaced; None keeps it. Never raises. ``cut_chars``:
+    the length from which Claude Code would not show an output whole (``wrap.py``: a failing command's)."""
     tool_name = s(payload.get("tool_name"))
     if tool_name != "Bash" and not tool_name.startswith("mcp__"):
         return None
     try:
         with anyio.move_on_after(PREPARE_TIMEOUT_S):
             return await _prepare(cfg, payload, tool_name, project=project, level=level, phase=phase,
-                                  edited_paths=edited_paths, transcript_path=transcript_path, session=session)
+                                  edited_paths=edited_paths, transcript_path=transcript_path, session=session,
+                                  cut_chars=cut_chars)
         log.warning("compress_timeout", tool=tool_name)
     except Exception:  # noqa: BLE001 - fail safe: the original stays
         log.exception("compress_prepare_failed", tool=tool_name)
@@ -220,8 +224,11 @@ async def prepare(cfg: Config, payload: Mapping[str, Any], *, project: str, leve
 
 
 async def _prepare(cfg: Config, payload: Mapping[str, Any], tool_name: str, *, project: str, level: int,
-                   phase: str, edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
+                   phase: str, edited_paths: list[str], transcript_path: str | None, session: str,
+                   cut_chars: int | None = None) -> Pending | None:
     settings = settings_for(cfg, project)
+    if cut_chars:
+        settings = msgspec.structs.replace(settings, cut_chars=cut_chars)
     if settings.compress_outputs == "off":
         return None
     ti = payload.get("tool_input")

@@ -1,0 +1,164 @@
+"""Claude Code's permission rules, read from the settings files it loads (for ``core/wrap_policy.py``).
+
+Rules:
+- Sources: the user's ``settings.json`` in Claude Code's config folder (the one holding the session's
+  transcript: ``<config>/projects/<encoded launch dir>/<session>.jsonl``), the launch dir's
+  ``.claude/settings.json`` and ``.claude/settings.local.json``, and the managed policy files
+  (``managed-settings.json`` and ``managed-settings.d/*.json`` under ``/etc/claude-code`` on Linux,
+  ``/Library/Application Support/ClaudeCode`` on macOS).
+- The launch dir (where Claude Code reads project settings) is the working directory or the ancestor
+  of it whose encoded name (``core.paths.encode_project_dir``) is the transcript's folder; when none
+  is, the rules are incomplete.
+- Every read is bounded (:data:`MAX_SETTINGS_BYTES`), non-blocking and of a regular file only (a FIFO,
+  a device or a folder in a settings path is a fault); a symlink is resolved first, like Claude Code
+  does, and the resolved file opened with ``O_NOFOLLOW`` (no swap between the check and the open).
+  An absent file is read (it holds no rules). A file that cannot be read, is not JSON, or holds a
+  ``permissions`` entry of the wrong shape makes the rules incomplete: the caller must not wrap.
+- ``allowManagedPermissionRulesOnly`` in a managed file: only the managed allow rules count (deny and
+  ask rules are collected from every source anyway).
+- Not visible here (documented limitation): rules passed on Claude Code's command line (``--settings``,
+  ``--allowedTools``, ``--disallowedTools``) and approvals granted for the session only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+from ..core.paths import encode_project_dir
+from ..core.wrap_policy import Rules
+
+MAX_SETTINGS_BYTES = 1 << 20
+MAX_MANAGED_FILES = 64
+
+
+def managed_dirs() -> tuple[str, ...]:
+    if sys.platform == "darwin":
+        return ("/Library/Application Support/ClaudeCode",)
+    return ("/etc/claude-code",)
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def read_json(path: str, max_bytes: int = MAX_SETTINGS_BYTES) -> dict[str, object] | None:
+    """The JSON object in ``path``; None when absent; :class:`_Unreadable` otherwise (see the rules)."""
+    try:
+        real = os.path.realpath(path)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        raise _Unreadable(f"{path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Unreadable(f"{path}: not a regular file")
+        if st.st_size > max_bytes:
+            raise _Unreadable(f"{path}: larger than {max_bytes} bytes")
+        data = os.read(fd, max_bytes + 1)
+    except OSError as exc:
+        raise _Unreadable(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise _Unreadable(f"{path}: larger than {max_bytes} bytes")
+    if not data.strip():
+        return {}
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _Unreadable(f"{path}: not JSON") from None
+    if not isinstance(obj, dict):
+        raise _Unreadable(f"{path}: not a JSON object")
+    return obj
+
+
+def launch_dir(cwd: str, transcript_path: str) -> str | None:
+    """The folder Claude Code was started in: ``cwd`` or its nearest ancestor named by the transcript's folder."""
+    if not cwd or not transcript_path or not os.path.isabs(cwd):
+        return None
+    want = os.path.basename(os.path.dirname(transcript_path))
+    d = os.path.normpath(cwd)
+    while True:
+        if encode_project_dir(d) == want:
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
+
+
+def _managed_files() -> list[str]:
+    out: list[str] = []
+    for base in managed_dirs():
+        out.append(os.path.join(base, "managed-settings.json"))
+        dd = os.path.join(base, "managed-settings.d")
+        try:
+            names = sorted(n for n in os.listdir(dd) if n.endswith(".json"))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _Unreadable(f"{dd}: {exc.strerror or exc}") from None
+        if len(names) > MAX_MANAGED_FILES:
+            raise _Unreadable(f"{dd}: more than {MAX_MANAGED_FILES} files")
+        out += [os.path.join(dd, n) for n in names]
+    return out
+
+
+def _rules_of(path: str, obj: dict[str, object]) -> tuple[list[str], list[str], list[str], bool]:
+    perms = obj.get("permissions", {})
+    if not isinstance(perms, dict):
+        raise _Unreadable(f"{path}: permissions is not an object")
+    lists = []
+    for key in ("allow", "ask", "deny"):
+        v = perms.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise _Unreadable(f"{path}: permissions.{key} is not a list of strings")
+        lists.append(list(v))
+    sb = obj.get("sandbox")
+    sandbox = isinstance(sb, dict) and sb.get("enabled") not in (None, False)
+    return lists[0], lists[1], lists[2], sandbox
+
+
+def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = None) -> Rules:
+    """Every permission rule Claude Code loads for a session started with this transcript, from ``cwd``."""
+    try:
+        launch = launch_dir(cwd, transcript_path)
+        if launch is None:
+            return Rules(complete=False, why_incomplete="the launch folder is not known from the transcript path")
+        config = os.path.dirname(os.path.dirname(os.path.dirname(transcript_path)))
+        allow: list[str] = []
+        ask: list[str] = []
+        deny: list[str] = []
+        sandbox = False
+        managed_only = False
+        for path in (_managed_files() if managed is None else managed):
+            obj = read_json(path)
+            if obj is None:
+                continue
+            a, k, d, sb = _rules_of(path, obj)
+            allow += a
+            ask += k
+            deny += d
+            sandbox |= sb
+            managed_only |= obj.get("allowManagedPermissionRulesOnly") is True
+        for path in (os.path.join(config, "settings.json"), os.path.join(launch, ".claude", "settings.json"),
+                     os.path.join(launch, ".claude", "settings.local.json")):
+            obj = read_json(path)
+            if obj is None:
+                continue
+            a, k, d, sb = _rules_of(path, obj)
+            if not managed_only:
+                allow += a
+            ask += k
+            deny += d
+            sandbox |= sb
+        return Rules(allow=tuple(allow), ask=tuple(ask), deny=tuple(deny), sandbox=sandbox)
+    except _Unreadable as exc:
+        return Rules(complete=False, why_incomplete=str(exc))
