@@ -143,6 +143,16 @@ def test_fifo_oversize_unknown_launch_dir_and_sandbox(tmp_path: Path) -> None:
     other.mkdir()
     r = CS.read_rules(str(other), str(t), managed=[])
     assert not r.complete and "launch folder" in r.why_incomplete
+    # Another PreToolUse hook or an enabled plugin could rewrite the same call: reported; ctxlifed's own is not.
+    ours = {"type": "command", "command": "/py", "args": ["-I", "-S", "/x/ctxlifed_hook.py"]}
+    (cc / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [ours]}]},
+                                                  "enabledPlugins": {"ctxlifed@ctxlifed-local": True, "x@y": False}}))
+    assert CS.read_rules(str(proj), str(t), managed=[]).other_hooks == ""
+    (cc / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [ours, {"type": "command",
+                                                                                            "command": "rtk-rewrite"}]}]}}))
+    assert "a PreToolUse hook" in CS.read_rules(str(proj), str(t), managed=[]).other_hooks
+    (cc / "settings.json").write_text(json.dumps({"enabledPlugins": {"rewriter@market": True}}))
+    assert "rewriter@market" in CS.read_rules(str(proj), str(t), managed=[]).other_hooks
     # A symlinked settings file is read where it points (as Claude Code does).
     real = tmp_path / "dotfiles.json"
     real.write_text(json.dumps({"permissions": {"deny": ["Bash"]}}))

@@ -117,6 +117,7 @@ DECISIONS = [
     ("pytest -x", "default", Rules(allow=("Bash(x\\*)", "Bash(pytest:*)")), True),  # unreadable allow: ignored
     ("pytest -x", "default", Rules(allow=ALLOW.allow, complete=False, why_incomplete="x"), False),
     ("pytest -x", "default", Rules(allow=ALLOW.allow, sandbox=True), False),
+    ("pytest -x", "default", Rules(allow=ALLOW.allow, other_hooks="a PreToolUse hook"), False),
     ("pytest -x && rm -rf /", "default", Rules(allow=("Bash",)), False),
     ("pytest -x | tee log", "default", ALLOW, False),
     ("make test", "default", ALLOW, True),

@@ -12,7 +12,9 @@ Rules:
   runner; dontAsk denies what would ask). ``plan``, ``auto`` (a classifier decides), a missing or
   unknown mode: never wrap.
 - In every mode: no deny rule and no ask rule may match, an unreadable settings source
-  (``Rules.complete`` False) or a sandbox (``Rules.sandbox``) means no wrap.
+  (``Rules.complete`` False), a sandbox (``Rules.sandbox``) or another PreToolUse hook or an enabled
+  plugin that could rewrite the same call (``Rules.other_hooks``: with several ``updatedInput`` the
+  last to finish wins, and ctxlifed's allow would then cover a command it never checked) means no wrap.
 - Only a simple command: literal words (unquoted ``[A-Za-z0-9_./:=@%+,-]``, or '…' / "…" without
   ``$`` `` ` `` ``\\`` ``!``), no operators (``&& || ; | &``), no redirection, no substitution, no glob,
   no comment, no newline, no leading ``VAR=value``, no wrapper program first (``timeout``, ``env``,
@@ -59,6 +61,7 @@ class Rules:
     deny: tuple[str, ...] = ()
     complete: bool = True  # every source was read (absent counts as read); False: do not wrap
     sandbox: bool = False  # a settings source enables the Bash sandbox: do not wrap
+    other_hooks: str = ""  # another PreToolUse hook may rewrite the command too (what and where): do not wrap
     why_incomplete: str = ""
 
 
@@ -208,6 +211,8 @@ def decide(command: object, permission_mode: object, rules: Rules, cwd: str = ""
         return Verdict(False, f"settings not fully read: {rules.why_incomplete}")
     if rules.sandbox:
         return Verdict(False, "the Bash sandbox is enabled")
+    if rules.other_hooks:
+        return Verdict(False, f"another hook may rewrite the call too: {rules.other_hooks}")
     argv = simple_argv(command)
     if argv is None:
         return Verdict(False, "not a simple command of literal words")

@@ -14,6 +14,8 @@ Rules:
   does, and the resolved file opened with ``O_NOFOLLOW`` (no swap between the check and the open).
   An absent file is read (it holds no rules). A file that cannot be read, is not JSON, or holds a
   ``permissions`` entry of the wrong shape makes the rules incomplete: the caller must not wrap.
+- Another PreToolUse hook in any of these files (a handler that is not ctxlifed's shim), or an enabled
+  plugin other than ctxlifed's (its hooks are not read here), is reported as ``Rules.other_hooks``.
 - ``allowManagedPermissionRulesOnly`` in a managed file: only the managed allow rules count (deny and
   ask rules are collected from every source anyway).
 - Not visible here (documented limitation): rules passed on Claude Code's command line (``--settings``,
@@ -126,6 +128,29 @@ def _rules_of(path: str, obj: dict[str, object]) -> tuple[list[str], list[str], 
     return lists[0], lists[1], lists[2], sandbox
 
 
+SHIM_NAME = "ctxlifed_hook.py"
+
+
+def _other_hooks(path: str, obj: dict[str, object]) -> str:
+    hooks = obj.get("hooks")
+    groups = hooks.get("PreToolUse") if isinstance(hooks, dict) else None
+    if groups:
+        if not isinstance(groups, list):
+            return f"{path}: hooks.PreToolUse"
+        for g in groups:
+            hs = g.get("hooks") if isinstance(g, dict) else None
+            for h in hs if isinstance(hs, list) else [None]:
+                text = json.dumps(h) if h is not None else ""
+                if SHIM_NAME not in text:
+                    return f"{path}: a PreToolUse hook"
+    plugins = obj.get("enabledPlugins")
+    if isinstance(plugins, dict):
+        for name, on in plugins.items():
+            if on not in (False, None) and not str(name).startswith("ctxlifed@"):
+                return f"{path}: the plugin {name}"
+    return ""
+
+
 def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = None) -> Rules:
     """Every permission rule Claude Code loads for a session started with this transcript, from ``cwd``."""
     try:
@@ -138,6 +163,7 @@ def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = No
         deny: list[str] = []
         sandbox = False
         managed_only = False
+        other = ""
         for path in (_managed_files() if managed is None else managed):
             obj = read_json(path)
             if obj is None:
@@ -148,6 +174,7 @@ def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = No
             deny += d
             sandbox |= sb
             managed_only |= obj.get("allowManagedPermissionRulesOnly") is True
+            other = other or _other_hooks(path, obj)
         for path in (os.path.join(config, "settings.json"), os.path.join(launch, ".claude", "settings.json"),
                      os.path.join(launch, ".claude", "settings.local.json")):
             obj = read_json(path)
@@ -159,6 +186,7 @@ def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = No
             ask += k
             deny += d
             sandbox |= sb
-        return Rules(allow=tuple(allow), ask=tuple(ask), deny=tuple(deny), sandbox=sandbox)
+            other = other or _other_hooks(path, obj)
+        return Rules(allow=tuple(allow), ask=tuple(ask), deny=tuple(deny), sandbox=sandbox, other_hooks=other)
     except _Unreadable as exc:
         return Rules(complete=False, why_incomplete=str(exc))
