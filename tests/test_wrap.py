@@ -107,12 +107,12 @@ def test_rules_come_from_user_project_local_and_managed_files(tmp_path: Path) ->
     (proj / ".claude" / "settings.local.json").write_text(json.dumps({"permissions": {"allow": ["Bash(tox)"]}}))
     managed = tmp_path / "managed.json"
     managed.write_text(json.dumps({"permissions": {"deny": ["Bash(curl:*)"]}}))
-    r = CS.read_rules(str(proj / "sub"), str(t), managed=[str(managed)])  # cwd below the launch dir
+    r = CS.read_rules(str(proj / "sub"), str(t), managed=[str(managed)], proc=None)  # cwd below the launch dir
     assert r.complete, r.why_incomplete
     assert r.allow == ("Bash(pytest:*)", "Bash(tox)") and r.ask == ("Bash(make:*)",)
     assert set(r.deny) == {"Bash(rm:*)", "Bash(curl:*)"}
     managed.write_text(json.dumps({"allowManagedPermissionRulesOnly": True, "permissions": {"allow": ["Bash(go test:*)"]}}))
-    r = CS.read_rules(str(proj), str(t), managed=[str(managed)])
+    r = CS.read_rules(str(proj), str(t), managed=[str(managed)], proc=None)
     assert r.allow == ("Bash(go test:*)",) and "Bash(rm:*)" in r.deny
 
 
@@ -125,45 +125,74 @@ def test_rules_come_from_user_project_local_and_managed_files(tmp_path: Path) ->
 def test_a_settings_file_that_cannot_be_read_makes_the_rules_incomplete(tmp_path: Path, content: str, why: str) -> None:
     proj, cc, t = _layout(tmp_path)
     (cc / "settings.json").write_text(content)
-    r = CS.read_rules(str(proj), str(t), managed=[])
+    r = CS.read_rules(str(proj), str(t), managed=[], proc=None)
     assert not r.complete and why in r.why_incomplete
 
 
 def test_fifo_oversize_unknown_launch_dir_and_sandbox(tmp_path: Path) -> None:
     proj, cc, t = _layout(tmp_path)
     os.mkfifo(cc / "settings.json")  # never blocks: opened non-blocking, refused as not a regular file
-    r = CS.read_rules(str(proj), str(t), managed=[])
+    r = CS.read_rules(str(proj), str(t), managed=[], proc=None)
     assert not r.complete and "not a regular file" in r.why_incomplete
     os.unlink(cc / "settings.json")
     (cc / "settings.json").write_text(" " * (CS.MAX_SETTINGS_BYTES + 1))
-    assert not CS.read_rules(str(proj), str(t), managed=[]).complete
+    assert not CS.read_rules(str(proj), str(t), managed=[], proc=None).complete
     (cc / "settings.json").write_text(json.dumps({"sandbox": {"enabled": True}}))
-    assert CS.read_rules(str(proj), str(t), managed=[]).sandbox
+    assert CS.read_rules(str(proj), str(t), managed=[], proc=None).sandbox
     other = tmp_path / "elsewhere"
     other.mkdir()
-    r = CS.read_rules(str(other), str(t), managed=[])
+    r = CS.read_rules(str(other), str(t), managed=[], proc=None)
     assert not r.complete and "launch folder" in r.why_incomplete
     # Another PreToolUse hook or an enabled plugin could rewrite the same call: reported; ctxlifed's own is not.
     ours = {"type": "command", "command": "/py", "args": ["-I", "-S", "/x/ctxlifed_hook.py"]}
     (cc / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [ours]}]},
                                                   "enabledPlugins": {"ctxlifed@ctxlifed-local": True, "x@y": False}}))
-    assert CS.read_rules(str(proj), str(t), managed=[]).other_hooks == ""
+    assert CS.read_rules(str(proj), str(t), managed=[], proc=None).other_hooks == ""
     (cc / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [ours, {"type": "command",
                                                                                             "command": "rtk-rewrite"}]}]}}))
-    assert "a PreToolUse hook" in CS.read_rules(str(proj), str(t), managed=[]).other_hooks
+    assert "a PreToolUse hook" in CS.read_rules(str(proj), str(t), managed=[], proc=None).other_hooks
     (cc / "settings.json").write_text(json.dumps({"enabledPlugins": {"rewriter@market": True}}))
-    assert "rewriter@market" in CS.read_rules(str(proj), str(t), managed=[]).other_hooks
+    assert "rewriter@market" in CS.read_rules(str(proj), str(t), managed=[], proc=None).other_hooks
     # A symlinked settings file is read where it points (as Claude Code does).
     real = tmp_path / "dotfiles.json"
     real.write_text(json.dumps({"permissions": {"deny": ["Bash"]}}))
     os.unlink(cc / "settings.json")
     os.symlink(real, cc / "settings.json")
-    assert CS.read_rules(str(proj), str(t), managed=[]).deny == ("Bash",)
+    assert CS.read_rules(str(proj), str(t), managed=[], proc=None).deny == ("Bash",)
+
+
+# -- Claude Code's command line ---------------------------------------------------------------------------
+def fake_process(proc: Path, pid: str, argv: list[str], cwd: str = "/") -> None:
+    d = proc / pid
+    d.mkdir()
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    os.symlink(cwd, d / "cwd")
+
+
+def test_command_line_rules_of_running_claude_processes(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    fake_process(proc, "1", ["/usr/bin/python3", "--disallowedTools", "Bash"])  # not Claude Code: ignored
+    fake_process(proc, "2", ["/x/claude", "-p", "hi", "--disallowedTools", "Bash(rm:*) Edit", "Bash(make:*)", "-c"])
+    fake_process(proc, "3", ["node", "/n/@anthropic-ai/claude-code/cli.js", "--settings=s.json"], cwd=str(tmp_path))
+    (tmp_path / "s.json").write_text(json.dumps({"permissions": {"ask": ["Bash(tox)"], "allow": ["Bash"]}}))
+    assert CS.cli_rules(str(proc)) == (["Bash(rm:*)", "Edit", "Bash(make:*)"], ["Bash(tox)"], False)
+    fake_process(proc, "4", ["claude", "--settings", '{"hooks": {"PreToolUse": [{"hooks": [{"command": "x"}]}]}}'])
+    assert CS.cli_rules(str(proc))[2] is True
+    fake_process(proc, "5", ["claude", "--setting-sources", "user"])
+    with pytest.raises(CS._Unreadable):
+        CS.cli_rules(str(proc))
+    assert not CS.read_rules("/nowhere", "/x/projects/-nowhere/s.jsonl", managed=[], proc=str(proc)).complete
+    with pytest.raises(CS._Unreadable):
+        CS.cli_rules(str(tmp_path / "no-proc"))
+    assert CS.split_tools("Bash(git commit:*),Edit Read(a b)") == ["Bash(git commit:*)", "Edit", "Read(a b)"]
 
 
 # -- the daemon's PreToolUse answer ----------------------------------------------------------------------
-def test_pretooluse_wraps_only_what_would_have_run_without_a_prompt(daemon_factory: Any) -> None:
-    d = daemon_factory(CTXLIFED_WRAP_FAILING_COMMANDS="1").start()
+def test_pretooluse_wraps_only_what_would_have_run_without_a_prompt(daemon_factory: Any, short_tmp: Path) -> None:
+    proc = short_tmp / "fakeproc"  # no Claude Code process but the ones a test plants
+    (proc / "self").mkdir(parents=True)
+    d = daemon_factory(CTXLIFED_WRAP_FAILING_COMMANDS="1", CTXLIFED_PROC_ROOT=str(proc)).start()
     w = World(d)
     assert w.pre("pytest -x") == {}  # no allow rule: Claude Code would ask; ctxlifed stays out
     w.settings("settings.local.json", {"allow": ["Bash(pytest:*)"]})
@@ -183,6 +212,9 @@ def test_pretooluse_wraps_only_what_would_have_run_without_a_prompt(daemon_facto
     assert w.pre("pytest -x", mode="bypassPermissions") == {}  # deny wins in every mode
     w.settings("user", {})
     assert "updatedInput" in w.pre("pytest -q", mode="bypassPermissions")["hookSpecificOutput"]
+    # A deny rule given on a running Claude Code's command line counts too.
+    fake_process(proc, "101", ["claude", "-p", "--disallowedTools", "Edit,Bash(pytest:*)", "go"])
+    assert w.pre("pytest -q", mode="bypassPermissions") == {}
 
 
 def test_pretooluse_is_left_alone_when_wrapping_is_off(daemon: Any) -> None:

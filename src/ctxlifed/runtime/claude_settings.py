@@ -18,8 +18,15 @@ Rules:
   plugin other than ctxlifed's (its hooks are not read here), is reported as ``Rules.other_hooks``.
 - ``allowManagedPermissionRulesOnly`` in a managed file: only the managed allow rules count (deny and
   ask rules are collected from every source anyway).
-- Not visible here (documented limitation): rules passed on Claude Code's command line (``--settings``,
-  ``--allowedTools``, ``--disallowedTools``) and approvals granted for the session only.
+- Claude Code's command line (:func:`cli_rules`, Linux ``/proc``): for every running Claude Code process of
+  this user (it cannot tell which one runs the session, so it takes all), the deny and ask rules of its
+  ``--disallowedTools`` / ``--disallowed-tools`` and of its ``--settings`` (a file, relative to that
+  process's folder, or JSON text), whose hooks and plugins count as other hooks too; ``--plugin-dir`` is
+  another hook; ``--setting-sources`` (some files not loaded, so an allow read here may not hold) or a
+  value that cannot be read makes the rules incomplete. Allow rules from the command line are not used
+  (a wrap fewer, never one more). Without ``/proc`` the command line cannot be seen: incomplete.
+- Not visible (a wrap fewer, never one more): approvals granted for the session only, and allow rules
+  kept elsewhere (``~/.claude.json``).
 """
 
 from __future__ import annotations
@@ -151,7 +158,142 @@ def _other_hooks(path: str, obj: dict[str, object]) -> str:
     return ""
 
 
-def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = None) -> Rules:
+PROC = "/proc"
+MAX_PROCESSES = 4096
+MAX_CMDLINE = 256 << 10
+_DENY_FLAGS = ("--disallowedTools", "--disallowed-tools")
+_SETTINGS_FLAG = "--settings"
+_REFUSE_FLAGS = ("--setting-sources",)
+_HOOK_FLAGS = ("--plugin-dir",)
+
+
+def is_claude(argv: list[str]) -> bool:
+    """Is this argv a Claude Code CLI process (the native binary, or node running its package)?"""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) in ("claude", "claude.exe"):
+        return True
+    return any("@anthropic-ai/claude-code" in a for a in argv[:3])
+
+
+def split_tools(value: str) -> list[str]:
+    """``--disallowedTools`` values: rules separated by commas or spaces outside parentheses."""
+    out: list[str] = []
+    depth, cur = 0, []
+    for ch in value:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        if depth == 0 and (ch == "," or ch.isspace()):
+            if cur:
+                out.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def _flag_values(argv: list[str], names: tuple[str, ...], *, variadic: bool) -> list[str]:
+    vals: list[str] = []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        name, eq, inline = a.partition("=")
+        if name in names:
+            if eq:
+                vals.append(inline)
+            else:
+                j = i + 1
+                while j < len(argv) and not argv[j].startswith("-"):
+                    vals.append(argv[j])
+                    j += 1
+                    if not variadic:
+                        break
+                i = j - 1
+        i += 1
+    return vals
+
+
+def rules_of_argv(argv: list[str], proc_cwd: str) -> tuple[list[str], list[str], bool, str]:
+    """(deny, ask, other hooks, why incomplete) from one Claude Code command line (see the module rules)."""
+    deny: list[str] = []
+    ask: list[str] = []
+    other = False
+    for a in argv[1:]:
+        name = a.partition("=")[0]
+        if name in _REFUSE_FLAGS:
+            return [], [], False, f"a Claude Code process runs with {name}"
+        if name in _HOOK_FLAGS:
+            other = True
+    for v in _flag_values(argv, _DENY_FLAGS, variadic=True):
+        deny += split_tools(v)
+    for v in _flag_values(argv, (_SETTINGS_FLAG,), variadic=False):
+        if v.lstrip().startswith("{"):
+            try:
+                obj = json.loads(v)
+            except (ValueError, RecursionError):
+                return [], [], False, "--settings: not JSON"
+            if not isinstance(obj, dict):
+                return [], [], False, "--settings: not a JSON object"
+            where = "--settings"
+        else:
+            where = v if os.path.isabs(v) else os.path.join(proc_cwd, v)
+            if not os.path.isabs(where):
+                return [], [], False, "--settings: a relative file of a process whose folder is unknown"
+            obj = read_json(where)
+            if obj is None:
+                continue
+        _a, k, d, _sb = _rules_of(where, obj)
+        deny += d
+        ask += k
+        other = other or bool(_other_hooks(where, obj))
+    return deny, ask, other, ""
+
+
+def cli_rules(proc: str = PROC) -> tuple[list[str], list[str], bool]:
+    """(deny, ask, other hooks) from the command lines of this user's running Claude Code processes;
+    :class:`_Unreadable` when they cannot be seen or read (see the module rules)."""
+    if not os.path.isdir(os.path.join(proc, "self")):
+        raise _Unreadable("Claude Code's command line cannot be seen here (no /proc)")
+    uid = os.geteuid()
+    deny: list[str] = []
+    ask: list[str] = []
+    other = False
+    pids = [n for n in os.listdir(proc) if n.isdigit()]
+    if len(pids) > MAX_PROCESSES:
+        raise _Unreadable(f"more than {MAX_PROCESSES} processes")
+    for pid in pids:
+        base = os.path.join(proc, pid)
+        try:
+            if os.stat(base).st_uid != uid:
+                continue
+            with open(os.path.join(base, "cmdline"), "rb") as f:
+                raw = f.read(MAX_CMDLINE + 1)
+        except OSError:
+            continue  # gone, or not ours to read
+        if len(raw) > MAX_CMDLINE:
+            raise _Unreadable(f"process {pid}: command line too long")
+        argv = [x.decode("utf-8", "surrogateescape") for x in raw.split(b"\0") if x]
+        if not is_claude(argv):
+            continue
+        try:
+            proc_cwd = os.readlink(os.path.join(base, "cwd"))
+        except OSError:
+            proc_cwd = ""
+        d, k, o, why = rules_of_argv(argv, proc_cwd)
+        if why:
+            raise _Unreadable(f"process {pid}: {why}")
+        deny += d
+        ask += k
+        other = other or o
+    return deny, ask, other
+
+
+def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = None,
+               proc: str | None = PROC) -> Rules:
     """Every permission rule Claude Code loads for a session started with this transcript, from ``cwd``."""
     try:
         launch = launch_dir(cwd, transcript_path)
@@ -187,6 +329,12 @@ def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = No
             deny += d
             sandbox |= sb
             other = other or _other_hooks(path, obj)
+        if proc is not None:
+            d, k, o = cli_rules(proc)
+            deny += d
+            ask += k
+            other = other or ("a Claude Code process's command line (--settings hooks or plugins, --plugin-dir)"
+                              if o else "")
         return Rules(allow=tuple(allow), ask=tuple(ask), deny=tuple(deny), sandbox=sandbox, other_hooks=other)
     except _Unreadable as exc:
         return Rules(complete=False, why_incomplete=str(exc))

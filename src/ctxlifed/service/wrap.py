@@ -87,7 +87,9 @@ async def _pre_tool_use(svc: Service, payload: Mapping[str, Any], cwd: str, st: 
     tpath = s(payload.get("transcript_path"))
     if files.transcript_allowed(tpath, svc.cfg.allowed_transcript_roots()) is None:
         return None
-    rules = await anyio.to_thread.run_sync(claude_settings.read_rules, cwd, tpath, abandon_on_cancel=True)
+    proc = os.environ.get("CTXLIFED_PROC_ROOT") or claude_settings.PROC  # a test seam: a fake /proc
+    rules = await anyio.to_thread.run_sync(partial(claude_settings.read_rules, cwd, tpath, proc=proc),
+                                           abandon_on_cancel=True)
     verdict = WP.decide(command, payload.get("permission_mode"), rules, cwd)
     log.info("wrap_decision", session=sid, wrap=verdict.wrap, reason=verdict.reason)
     if not verdict.wrap:
