@@ -124,6 +124,7 @@ DECISIONS = [
     ("make test-unit", "default", ALLOW, False),
     ("ls -la", "default", Rules(allow=("Bash",)), False),  # not a test or build
     ("timeout 60 pytest", "default", Rules(allow=("Bash",)), False),
+    ("/v/bin/ctxlifectl run --session s -- pytest", "default", Rules(allow=("Bash",)), False),  # never twice
     ("pytest /etc/x", "default", ALLOW, False),
     ("pytest ../other", "default", ALLOW, False),
     ("pytest --rootdir=../x", "default", ALLOW, False),
@@ -142,3 +143,8 @@ def test_decision_table(command: str, mode: object, rules: Rules, wrap: bool) ->
 def test_the_wrapped_command_keeps_the_original_verbatim_at_its_end() -> None:
     cmd = W.wrapped_command("/opt/x/bin/ctxlifectl", "abc-123", "pytest -k 'a or b'")
     assert cmd == "/opt/x/bin/ctxlifectl run --session abc-123 -- pytest -k 'a or b'"
+    # ... and is still seen as the test run it is (phase, lessons, digests of the PostToolUseFailure).
+    from ctxlifed.core.commands import is_build_command, is_test_command
+
+    assert is_test_command(cmd) and is_build_command(W.wrapped_command("/x/ctxlifectl", "s", "cargo build"))
+    assert not is_test_command("/x/ctxlifectl run --session s -- ls")

@@ -5,7 +5,8 @@ Rules:
   :func:`is_test_command`; other modules import them from here instead of keeping a copy.
 - A command is split into segments on ``&&``, ``||``, ``;``, ``|``, newlines and parentheses; a family
   matches when one segment *starts* with it, after optional wrappers (``VAR=x``, ``sudo``, ``env``,
-  ``time``, ``timeout N``, ``uv/poetry/pipenv/pdm/hatch/rye/pixi run``, ``npx``, ``python -m``) and a
+  ``time``, ``timeout N``, ``uv/poetry/pipenv/pdm/hatch/rye/pixi run``, ``npx``, ``python -m``,
+  ``ctxlifectl run [--session S] --``: the opt-in PreToolUse wrapper, ``cli/run.py``) and a
   path prefix (``.venv/bin/pytest``). So ``cd x && uv run pytest -q`` is a test run, while
   ``pip install pytest`` or ``grep pytest setup.cfg`` is not.
 - Families are checked test -> review -> build; a command is in at most one of them as seen by callers
@@ -44,6 +45,7 @@ _WRAPPERS = r"""
     (?: (?:[A-Za-z_]\w*=\S*|sudo|env|time|nice|command|exec|timeout\s+(?:-\S+\s+)*\S+
           |(?:uv|poetry|pipenv|pdm|hatch|rye|pixi)\s+run(?:\s+-\S+)*
           |npx|pnpx|bunx|(?:pnpm|yarn)\s+(?:exec|dlx)|\S*python[\d.]*(?:\s+-\S+)*?\s+-m
+          |\S*ctxlifectl\s+run(?:\s+--session\s+\S+)?\s+--
         )\s+ )*
     (?:\S*/)?
 """

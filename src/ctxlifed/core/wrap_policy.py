@@ -44,6 +44,7 @@ MAX_COMMAND = 2000  # longer commands are not wrapped (nor matched)
 WRAPPER_PROGRAMS = frozenset({
     "timeout", "env", "sudo", "doas", "nice", "nohup", "time", "command", "exec", "builtin", "stdbuf", "xargs",
     "ionice", "chrt", "taskset", "watch", "script", "unbuffer", "eval", "source", ".", "bash", "sh", "zsh",
+    "ctxlifectl",  # already wrapped
 })
 
 _UNQUOTED = re.compile(r"[A-Za-z0-9_./:=@%+,-]+")
