@@ -202,24 +202,33 @@ def wrappable_command(command: str, argv: list[str], cwd: str) -> str:
     return ""
 
 
+def precheck(command: object, permission_mode: object, cwd: str = "") -> str:
+    """Why ``command`` is not wrapped whatever the rules say ('' when the rules decide): the cheap checks,
+    run before any settings file is read."""
+    if not isinstance(command, str) or not command.strip():
+        return "no command"
+    if permission_mode != BYPASS_MODE and permission_mode not in ALLOW_BY_RULE_MODES:
+        return f"permission mode {permission_mode!r}: cannot tell whether it would ask"
+    argv = simple_argv(command)
+    if argv is None:
+        return "not a simple command of literal words"
+    return wrappable_command(command, argv, cwd)
+
+
 def decide(command: object, permission_mode: object, rules: Rules, cwd: str = "") -> Verdict:
     """Wrap ``command`` (run it through ``ctxlifectl run`` with an allow) or not, and why. See the rules."""
-    if not isinstance(command, str) or not command.strip():
-        return Verdict(False, "no command")
-    if permission_mode != BYPASS_MODE and permission_mode not in ALLOW_BY_RULE_MODES:
-        return Verdict(False, f"permission mode {permission_mode!r}: cannot tell whether it would ask")
+    why = precheck(command, permission_mode, cwd)
+    if why:
+        return Verdict(False, why)
+    argv = simple_argv(command) if isinstance(command, str) else None
+    if not isinstance(command, str) or argv is None:  # precheck ruled these out; kept for the type checker
+        return Verdict(False, "not a simple command of literal words")
     if not rules.complete:
         return Verdict(False, f"settings not fully read: {rules.why_incomplete}")
     if rules.sandbox:
         return Verdict(False, "the Bash sandbox is enabled")
     if rules.other_hooks:
         return Verdict(False, f"another hook may rewrite the call too: {rules.other_hooks}")
-    argv = simple_argv(command)
-    if argv is None:
-        return Verdict(False, "not a simple command of literal words")
-    why = wrappable_command(command, argv, cwd)
-    if why:
-        return Verdict(False, why)
     for kind, listed in (("deny", rules.deny), ("ask", rules.ask)):
         for raw in listed:
             r = parse_rule(raw)

@@ -84,6 +84,8 @@ async def _pre_tool_use(svc: Service, payload: Mapping[str, Any], cwd: str, st: 
         sid = validate_session_id(s(payload.get("session_id")))
     except ValueError:
         return None
+    if WP.precheck(command, payload.get("permission_mode"), cwd):
+        return None  # not a candidate: no settings file read
     tpath = s(payload.get("transcript_path"))
     if files.transcript_allowed(tpath, svc.cfg.allowed_transcript_roots()) is None:
         return None
