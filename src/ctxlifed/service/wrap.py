@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 import uuid
 from collections.abc import Mapping
 from functools import partial
@@ -44,6 +43,7 @@ from ..runtime import claude_settings
 from ..runtime.ctl import ctl_command
 from ..store import ops
 from . import compress, files
+from . import cost as COST
 
 if TYPE_CHECKING:
     from .app import Service
@@ -130,7 +130,7 @@ async def store(svc: Service, p: M.WrapStoreParams) -> M.WrapStoreResult:
         cut_chars=FAILING_CUT_CHARS if p.exit_code != 0 else None)  # failing: Claude Code would cut its middle
     if pending is None:
         return M.WrapStoreResult(replace=False, reason="kept as it is (small, or wanted verbatim)")
-    row = dataclasses.replace(pending.row, ts=time.time())
+    row = dataclasses.replace(pending.row, ts=svc.clock())
     aid = await svc.writer.run(partial(_insert_archive, row))
     replaced = await compress.finish(pending, aid, ctl=ctl_command(), max_dir_bytes=svc.cfg.compress_files_mb << 20)
     if replaced is None:
@@ -141,6 +141,7 @@ async def store(svc: Service, p: M.WrapStoreParams) -> M.WrapStoreResult:
         return M.WrapStoreResult(replace=False, archive_id=aid, reason="no digest")
     if st is not None:
         st.note_compressed(replaced.kind, replaced.original_tokens, replaced.digest_tokens)
+        COST.note_live_compression(st, max(0, replaced.original_tokens - replaced.digest_tokens), svc.cfg)
     path = os.path.join(pending.out_dir, f"{aid}.txt") if pending.out_dir else ""
     return M.WrapStoreResult(replace=True, digest=dg, archive_id=aid, path=path if path and os.path.exists(path) else "")
 
