@@ -277,3 +277,20 @@ def test_capture_is_bounded_and_marks_the_cut() -> None:
     text = "x\n" * 600_000
     small = fit(text, limit=100_000)
     assert len(json.dumps(small)) <= 100_000 and "characters cut by ctxlifectl run" in small
+
+
+def test_doctor_names_the_missing_pretooluse_hook_while_wrapping_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxlifed.cli import doctor as D, install as I
+
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    cfg = tmp_path / "c.toml"
+    monkeypatch.setenv("CTXLIFED_CONFIG", str(cfg))
+    new, _ = I.merge({}, I.interpreter(), I.shim_path())  # installed while wrapping was off
+    (home / ".claude" / "settings.json").write_text(json.dumps(new))
+    assert not [f for f in D.check_hooks(str(tmp_path)) if f.level == "FAIL"]
+    cfg.write_text("wrap_failing_commands = true\n")
+    fails = [f.message for f in D.check_hooks(str(tmp_path)) if f.level == "FAIL"]
+    assert any("no ctxlifed hook for PreToolUse" in m for m in fails), fails

@@ -12,6 +12,8 @@ Rules:
   ``timeout`` (``run_in_background``, ``dangerouslyDisableSandbox``), a command or description the
   daemon's redaction changed (the daemon holds only the redacted text, which must not be run), a
   transcript path outside the transcript roots, any error or a timeout (:data:`DECIDE_TIMEOUT_S`).
+  The cheap checks (``wrap_policy.precheck``) come first: only a candidate reads settings and ``/proc``
+  (``CTXLIFED_PROC_ROOT`` points the scan at a fake ``/proc``: a test seam).
 - ``wrap.store``: the output is redacted, then decided like a PostToolUse output of that command
   (``core.compress_policy``; a failing command is digested from 10,000 characters on, where Claude Code
   would cut its middle); kept: ``replace`` False and the wrapper prints the output itself. Replaced:
