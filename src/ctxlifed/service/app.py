@@ -84,6 +84,7 @@ from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
 from ..core import accounting as A
 from ..core import lessons as LS
 from . import compaction, compress, cost as COST, derive as DV, files
+from . import wrap
 from . import report as report_svc
 from . import lessons as lessons_svc
 from . import residency as residency_svc
@@ -233,6 +234,8 @@ class Service:
         if method == "report":
             return await report_svc.report(p, readers=self.readers, sessions=self.sessions, thresholds=self.thresholds,
                                            budget=self._budget, cfg=self.cfg)
+        if method == "wrap.store":
+            return await wrap.store(p, cfg=self.cfg, sessions=self.sessions, writer=self.writer, clock=self.clock)
         raise E.MethodNotFound(f"Method not found: {method}")
 
     @property
@@ -933,6 +936,8 @@ class Service:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = A.note_injected(st.acc, ctx, now)
+        if event == "PreToolUse" and replace is None:  # the opt-in wrapper (wrap.py): allow + updatedInput, or None
+            replace = await wrap.pre_tool_use(self.cfg, payload)
         if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
             out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
         note = (await residency_svc.note(st, event, budget=self._budget, transcript_roots=self.cfg.allowed_transcript_roots)
