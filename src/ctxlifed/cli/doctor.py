@@ -246,7 +246,7 @@ def check_statusline(project_dir: str | None = None) -> list[Finding]:
 def check_hooks(project_dir: str | None = None) -> list[Finding]:
     out: list[Finding] = []
     found_any = False
-    wanted = {s.event for s in I.HOOKS}
+    wanted = {s.event for s in I.wanted_hooks()}  # PreToolUse too while wrap_failing_commands is on
     for scope, path in I.all_settings_paths(project_dir):
         try:
             text, data = I.read_settings(path)

@@ -1,4 +1,4 @@
-"""Registration point for the Claude Code integration commands (install, plugin, statusline, service, doctor).
+"""Registration point for the Claude Code integration commands (install, plugin, statusline, service, doctor, run).
 
 Rules:
 - Each command lives in its own module with a ``register(sub, add)``; all are stdlib-only and never
@@ -11,7 +11,7 @@ from typing import Any
 
 
 def register(sub: Any, add: Any) -> None:
-    from . import doctor, install, plugin, residency, service, statusline
+    from . import doctor, install, plugin, residency, run, service, statusline
 
     install.register(sub, add)
     plugin.register(sub, add)
@@ -19,3 +19,4 @@ def register(sub: Any, add: Any) -> None:
     service.register(sub, add)
     doctor.register(sub, add)
     residency.register(sub, add)
+    run.register(sub, add)

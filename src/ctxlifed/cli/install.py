@@ -75,6 +75,22 @@ HOOKS: tuple[HookSpec, ...] = (
     HookSpec("Notification", 5, is_async=True, why="ingest only"),
 )
 
+# Added only while ``wrap_failing_commands`` is on (globally or for a project, runtime/config.py): the opt-in
+# PreToolUse wrapper of test and build runs (service/wrap.py). Bash only, so other tools pay nothing.
+WRAP_HOOK = HookSpec("PreToolUse", 5, matcher="Bash",
+                     why="wrap_failing_commands: runs test/build commands through `ctxlifectl run`")
+
+
+def wanted_hooks(config: str | None = None) -> tuple[HookSpec, ...]:
+    """The hooks ``install`` writes: :data:`HOOKS`, plus :data:`WRAP_HOOK` when the config turns wrapping on."""
+    from ..runtime import config as C, paths as P
+
+    try:
+        on = C.load(P.config_path(config)).wrap_anywhere()
+    except Exception:  # noqa: BLE001 - a config that cannot be read turns nothing on
+        on = False
+    return HOOKS + (WRAP_HOOK,) if on else HOOKS
+
 
 class SettingsError(Exception):
     """The settings file cannot be used safely; nothing was written."""
@@ -413,7 +429,8 @@ def cmd_install(ns: argparse.Namespace, sock: str) -> int:
               " or pass --with-plugin to install anyway.", file=sys.stderr)
         return 1
     mode = "replace" if ns.replace_statusline else ("add" if ns.statusline else None)
-    new_obj, notes = merge(data, python, shim, statusline=mode)
+    specs = wanted_hooks(getattr(ns, "config", None))
+    new_obj, notes = merge(data, python, shim, statusline=mode, specs=specs)
     new = render(new_obj)
     unchanged = old is not None and new_obj == data
     if ns.dry_run:
@@ -438,11 +455,13 @@ def cmd_install(ns: argparse.Namespace, sock: str) -> int:
         st = _load_state()
         st.setdefault("previous_statusline", {})[path] = data["statusLine"]
         _save_state(st)
-    n_async = sum(1 for s in HOOKS if s.is_async)
+    n_async = sum(1 for s in specs if s.is_async)
     if ns.json:
-        print(json.dumps({"path": path, "backup": bak, "events": [s.event for s in HOOKS], "notes": notes}))
+        print(json.dumps({"path": path, "backup": bak, "events": [s.event for s in specs], "notes": notes}))
         return 0
-    print(f"installed ctxlifed's hooks into {path} ({len(HOOKS)} events, {n_async} of them async)")
+    print(f"installed ctxlifed's hooks into {path} ({len(specs)} events, {n_async} of them async)")
+    if WRAP_HOOK in specs:
+        print("  wrapper     PreToolUse(Bash): wrap_failing_commands is on (test/build runs go through `ctxlifectl run`)")
     print(f"  interpreter {python}")
     print(f"  shim        {shim}")
     if bak:

@@ -5,7 +5,8 @@ Rules:
   :func:`is_test_command`; other modules import them from here instead of keeping a copy.
 - A command is split into segments on ``&&``, ``||``, ``;``, ``|``, newlines and parentheses; a family
   matches when one segment *starts* with it, after optional wrappers (``VAR=x``, ``sudo``, ``env``,
-  ``time``, ``timeout N``, ``uv/poetry/pipenv/pdm/hatch/rye/pixi run``, ``npx``, ``python -m``) and a
+  ``time``, ``timeout N``, ``uv/poetry/pipenv/pdm/hatch/rye/pixi run``, ``npx``, ``python -m``,
+  ``ctxlifectl run [--session S] --``: the opt-in PreToolUse wrapper, ``cli/run.py``) and a
   path prefix (``.venv/bin/pytest``). So ``cd x && uv run pytest -q`` is a test run, while
   ``pip install pytest`` or ``grep pytest setup.cfg`` is not.
 - Families are checked test -> review -> build; a command is in at most one of them as seen by callers
@@ -69,6 +70,7 @@ _WRAPPERS = r"""
     (?: (?:[A-Za-z_]\w*=\S*|""" + "|".join(sorted(_SIMPLE_WRAPPERS)) + r"""|timeout\s+(?:-\S+\s+)*\S+
           |(?:""" + "|".join(sorted(_RUN_WRAPPERS)) + r""")\s+run(?:\s+-\S+)*
           |(?:pnpm|yarn)\s+(?:exec|dlx)|\S*python[\d.]*(?:\s+-\S+)*?\s+-m
+          |\S*ctxlifectl\s+run(?:\s+--session\s+\S+)?\s+--
         )\s+ )*
     (?:\S*/)?
 """
@@ -236,6 +238,15 @@ def strip_wrappers(toks: list[str]) -> list[str]:
                 i += 1
         elif low in ("pnpm", "yarn") and i + 1 < n and toks[i + 1] in ("exec", "dlx"):
             i += 2
+        elif _norm_prog(t) == "ctxlifectl" and i + 1 < n and toks[i + 1] == "run":
+            # ctxlifed's own wrapper (``ctxlifectl run [--session S] -- CMD``): the command is CMD
+            j = i + 2
+            if j + 1 < n and toks[j] == "--session":
+                j += 2
+            if j < n and toks[j] == "--":
+                i = j + 1
+            else:
+                break
         else:
             break
     rest = toks[i:]

@@ -348,6 +348,25 @@ class ReportResult(_R, kw_only=True):
     cost: CostView | None = None
 
 
+# -- wrap.store ---------------------------------------------------------------------------------
+class WrapStoreParams(_P, kw_only=True):
+    """A command ``ctxlifectl run`` ran (the PreToolUse wrapper): its merged output, to archive and digest."""
+
+    session: str
+    cwd: str = ""
+    command: str  # the original command, as the model wrote it
+    exit_code: int = 0
+    output: str = ""  # stdout and stderr merged; bounded by the wrapper (its cut marked in the text)
+
+
+class WrapStoreResult(_R, kw_only=True):
+    replace: bool  # False: print the output itself (too small to digest, or not stored)
+    digest: str = ""  # what the wrapper prints instead of the output
+    archive_id: int = 0  # ``ctxlifectl recall --id N`` gives the full output
+    path: str = ""  # a file holding the full output that the model may Read ("" when none)
+    reason: str = ""
+
+
 METHODS: dict[str, tuple[type | None, type]] = {
     "hello": (HelloParams, HelloResult),
     "ping": (PingParams, PingResult),
@@ -362,6 +381,7 @@ METHODS: dict[str, tuple[type | None, type]] = {
     "pending": (PendingParams, PendingResult),
     "memory.prune": (MemoryPruneParams, MemoryPruneResult),
     "report": (ReportParams, ReportResult),
+    "wrap.store": (WrapStoreParams, WrapStoreResult),
 }
 
 _decoders: dict[str, msgspec.json.Decoder] = {

@@ -27,7 +27,11 @@ Rules:
   ``compress_min_tokens`` (the thresholds by Working-zone level 0..3, ``aggressive`` halves them) and
   ``compress_files_mb`` (the bound of a session's folder of full outputs). Per project, a
   ``[projects."<absolute project root>"]`` table may set ``compress_outputs`` (:meth:`Config.compress_mode`);
-  any other key there is reported and ignored.
+  and ``wrap_failing_commands``; any other key there is reported and ignored.
+- ``wrap_failing_commands`` (default off; per project as well, :meth:`Config.wrap_mode`): a PreToolUse
+  hook runs test and build commands through ``ctxlifectl run`` (``service/wrap.py``), only where Claude
+  Code would have run them without a prompt anyway (``core/wrap_policy.py``). ``ctxlifectl install``
+  adds the PreToolUse(Bash) hook only while it is on in the global setting or any project's.
 - Storage: below ``min_free_mb`` of free disk, or once the store reaches ``max_db_mb`` (0 = no cap),
   writes get a typed ``storage_full`` error while reads keep working. Retention: ``retention_days``
   and ``max_project_mb`` (0 = off) are applied to each project every ``retention_interval_s``.
@@ -78,6 +82,8 @@ class Config:
     compress_min_tokens: tuple[int, int, int, int] = (7_500, 2_000, 1_000, 500)  # by Working-zone level
     compress_files_mb: int = 64  # bound of one session's folder of full outputs (oldest removed first)
     project_compress: tuple[tuple[str, str], ...] = ()  # (project root, compress_outputs) from [projects."…"]
+    wrap_failing_commands: bool = False  # PreToolUse wrapper for test/build commands (opt-in)
+    project_wrap: tuple[tuple[str, bool], ...] = ()  # (project root, wrap_failing_commands) from [projects."…"]
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def allowed_transcript_roots(self) -> tuple[str, ...]:
@@ -95,6 +101,17 @@ class Config:
             if root == project:
                 return mode
         return self.compress_outputs
+
+    def wrap_mode(self, project: str) -> bool:
+        """``wrap_failing_commands`` for ``project`` (its root): its ``[projects."<root>"]`` value, else the global one."""
+        for root, on in self.project_wrap:
+            if root == project:
+                return on
+        return self.wrap_failing_commands
+
+    def wrap_anywhere(self) -> bool:
+        """Is the wrapper on globally or for some project (then ``install`` adds the PreToolUse hook)?"""
+        return self.wrap_failing_commands or any(on for _root, on in self.project_wrap)
 
 
 def _pct_list(text: str, n: int) -> tuple[float, ...]:
@@ -155,7 +172,7 @@ def _validate(c: Config) -> None:
 
 
 COMPRESS_MODES = ("auto", "off", "aggressive")
-_FILE_KEYS = {f.name for f in fields(Config)} - {"problems", "project_compress"}
+_FILE_KEYS = {f.name for f in fields(Config)} - {"problems", "project_compress", "project_wrap"}
 
 
 def _coerce(name: str, value: object, current: object) -> object:
@@ -174,7 +191,7 @@ def _coerce(name: str, value: object, current: object) -> object:
         return str(value).strip().lower()
     if name == "transcript_roots":
         return tuple(value.split(":")) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
-    if isinstance(current, bool) or name in ("redact", "write_ledgers"):
+    if isinstance(current, bool) or name in ("redact", "write_ledgers", "wrap_failing_commands"):
         if isinstance(value, str):
             return value.strip().lower() in ("1", "true", "yes", "on")
         return bool(value)
@@ -214,6 +231,7 @@ _ENV = {
     "CTXLIFED_COST_TURNS": "cost_turns",
     "CTXLIFED_COMPRESS_OUTPUTS": "compress_outputs",
     "CTXLIFED_COMPRESS_MIN_TOKENS": "compress_min_tokens",
+    "CTXLIFED_WRAP_FAILING_COMMANDS": "wrap_failing_commands",
 }
 
 
@@ -232,19 +250,25 @@ def _apply_projects(c: Config, projects: object, origin: str, problems: list[str
         problems.append(f"{origin}: projects: expected a table of [projects.\"<project root>\"] tables")
         return c
     out: list[tuple[str, str]] = []
+    wraps: list[tuple[str, bool]] = []
     for root, table in projects.items():
         if not isinstance(table, dict):
             problems.append(f"{origin}: projects.{root!r}: expected a table")
             continue
         for k, v in table.items():
             mode = str(v).strip().lower()
-            if k != "compress_outputs":
+            if k == "wrap_failing_commands":
+                if isinstance(v, bool):
+                    wraps.append((os.path.realpath(os.path.expanduser(str(root))), v))
+                else:
+                    problems.append(f"{origin}: projects.{root!r}: wrap_failing_commands {v!r} is not true or false")
+            elif k != "compress_outputs":
                 problems.append(f"{origin}: projects.{root!r}: unknown setting {k!r} (ignored)")
             elif mode not in COMPRESS_MODES:
                 problems.append(f"{origin}: projects.{root!r}: compress_outputs {v!r} is not one of {', '.join(COMPRESS_MODES)}")
             else:
                 out.append((os.path.realpath(os.path.expanduser(str(root))), mode))
-    return replace(c, project_compress=tuple(out))
+    return replace(c, project_compress=tuple(out), project_wrap=tuple(wraps))
 
 
 def load(path: str | None, env: dict[str, str] | None = None) -> Config:

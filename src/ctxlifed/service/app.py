@@ -71,6 +71,7 @@ from . import derive as derivation
 from . import lessons as lessons_svc
 from . import report as report_svc
 from . import residency as residency_svc
+from . import wrap
 from .advice import Adviser, near_autocompact, with_reason
 from . import briefing, pipeline, reads, spool
 from .dispatch import Route, dispatch as dispatch_request
@@ -514,6 +515,8 @@ class Service:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = accounting.note_injected(st.acc, ctx, now)
+        if event == "PreToolUse" and replace is None:  # the opt-in wrapper (wrap.py): allow + updatedInput, or None
+            replace = await wrap.pre_tool_use(self.cfg, payload)
         if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
             out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
         note = (await residency_svc.note(st, event, budget=self._budget,
@@ -634,6 +637,10 @@ async def _route_report(svc: Service, p: methods.ReportParams, rid: Any) -> meth
                                    budget=svc._budget, cfg=svc.cfg)
 
 
+async def _route_wrap_store(svc: Service, p: methods.WrapStoreParams, rid: Any) -> methods.WrapStoreResult:
+    return await wrap.store(p, cfg=svc.cfg, sessions=svc.sessions, writer=svc.writer, clock=svc.clock)
+
+
 # -- the method table ------------------------------------------------------------------------------
 ROUTES: dict[str, Route] = {
     "hook": Route(_route_hook),
@@ -649,4 +656,5 @@ ROUTES: dict[str, Route] = {
     "memory.prune": Route(_route_memory_prune, derivation.READ_WAIT_S),
     "compactions": Route(_route_compactions, derivation.READ_WAIT_S),
     "report": Route(_route_report, derivation.READ_WAIT_S),
+    "wrap.store": Route(_route_wrap_store),
 }

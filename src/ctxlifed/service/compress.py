@@ -205,26 +205,30 @@ async def _io(fn: Any, *args: Any, size: int) -> Any:
 
 
 async def prepare(cfg: Config, payload: dict[str, Any], *, project: str, level: int, phase: str,
-                  edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
+                  edited_paths: list[str], transcript_path: str | None, session: str,
+                  cut_chars: int | None = None) -> Pending | None:
     """Adapter for callers that still hold the payload dict: :func:`prepare_event` of its decoded event
     (None for any other event). New code decodes once and calls :func:`prepare_event` directly."""
     event = decode_hook(payload)
     if not isinstance(event, PostToolUse):
         return None
     return await prepare_event(cfg, event, project=project, level=level, phase=phase, edited_paths=edited_paths,
-                               transcript_path=transcript_path, session=session)
+                               transcript_path=transcript_path, session=session, cut_chars=cut_chars)
 
 
 async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level: int, phase: str,
-                        edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
-    """Decide whether this PostToolUse output is replaced; None keeps it. Never raises."""
+                        edited_paths: list[str], transcript_path: str | None, session: str,
+                        cut_chars: int | None = None) -> Pending | None:
+    """Decide whether this PostToolUse output is replaced; None keeps it. Never raises. ``cut_chars``:
+    the length from which Claude Code would not show an output whole (``wrap.py``: a failing command's)."""
     tool_name = event.tool_name
     if tool_name != "Bash" and not tool_name.startswith("mcp__"):
         return None
     try:
         with anyio.move_on_after(PREPARE_TIMEOUT_S):
             return await _prepare(cfg, event, project=project, level=level, phase=phase,
-                                  edited_paths=edited_paths, transcript_path=transcript_path, session=session)
+                                  edited_paths=edited_paths, transcript_path=transcript_path, session=session,
+                                  cut_chars=cut_chars)
         log.warning("compress_timeout", tool=tool_name)
     except Exception:  # noqa: BLE001 - fail safe: the original stays
         log.exception("compress_prepare_failed", tool=tool_name)
@@ -232,8 +236,11 @@ async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level:
 
 
 async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
-                   phase: str, edited_paths: list[str], transcript_path: str | None, session: str) -> Pending | None:
+                   phase: str, edited_paths: list[str], transcript_path: str | None, session: str,
+                   cut_chars: int | None = None) -> Pending | None:
     settings = settings_for(cfg, project)
+    if cut_chars:
+        settings = msgspec.structs.replace(settings, cut_chars=cut_chars)
     if settings.compress_outputs == "off":
         return None
     dec = decide(event, level=level, phase=phase, settings=settings, edited_paths=edited_paths)
