@@ -278,7 +278,7 @@ def test_a_job_queued_during_a_batch_goes_before_idle_work_that_is_overdue(tmp_p
     a job waits: an acknowledgement that arrived during the batch is not held up by a step."""
     w = _slow_writer(tmp_path)
     w.IDLE_MAX_LAG_S = 0.0  # always overdue
-    w.idle_allowed = lambda: False  # never quiet
+    w.scheduler.request_began()  # a reply in progress for good: never quiet
     order: list[str] = []
     gate, running = threading.Event(), threading.Event()
 
@@ -393,7 +393,7 @@ def test_idle_work_due_too_long_runs_even_if_the_daemon_never_goes_quiet(tmp_pat
     idle work due for IDLE_MAX_LAG_S still runs."""
     w = Writer(str(tmp_path / "x.db"))
     w.idle = None
-    w.idle_allowed = lambda: False  # never quiet
+    w.scheduler.request_began()  # a reply in progress for good: never quiet
     w.IDLE_MAX_LAG_S = 0.05
     ran = threading.Event()
 

@@ -123,7 +123,7 @@ async def test_forget_wins_over_a_queued_derivation(rig: Rig) -> None:
 
 async def test_a_full_backlog_pushes_back_and_busy_replies_pause_the_deriver(rig: Rig, monkeypatch: Any) -> None:
     monkeypatch.setattr(DV, "MAX_BACKLOG", 3)
-    rig.svc.backlog.busy = lambda: True  # a reply always in progress: the deriver waits, unless urged
+    rig.svc.scheduler.request_began()  # a reply always in progress: the deriver waits, unless urged
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
@@ -166,7 +166,7 @@ async def test_a_waited_for_session_is_derived_first(rig: Rig) -> None:
     other = "6f6f6f6f-1111-4222-8333-444455556666"
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
-        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        rig.svc.scheduler.request_began()  # a reply in progress for good: the deriver only runs when urged
         await rig.svc.hook(dict(rig.payload("SessionStart", source="startup"), session_id=other))
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
         for i in range(20):  # the other session's jobs come first in commit order
@@ -185,7 +185,7 @@ async def test_sync_events_see_every_acknowledged_event(rig: Rig) -> None:
     its must-survive set."""
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
-        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        rig.svc.scheduler.request_began()  # a reply in progress for good: the deriver only runs when urged
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
         await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="We decided to use a token bucket for the limiter."))
         assert rig.svc.backlog.pending(SID) == 1
@@ -349,7 +349,6 @@ async def test_status_reports_failed_maintenance_and_derivations(rig: Rig) -> No
 
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg, derive=False)
-        rig.writer.idle_allowed = lambda: True
         rig.writer.idle = broken_idle
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # a job: idle work is due after it
         assert await anyio.to_thread.run_sync(failed.wait, 10)

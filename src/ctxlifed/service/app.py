@@ -78,6 +78,7 @@ from ..protocol import _methods as M
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
+from ..scheduler import Scheduler
 from ..store import backlog as tri_backlog
 from ..store import ops, queries
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
@@ -126,7 +127,8 @@ _enc = msgspec.json.Encoder()
 
 class Service:
     def __init__(self, cfg: Config, paths: Paths, writer: Writer, readers: Readers, *,
-                 clock: Callable[[], float] = time.time, started: float | None = None) -> None:
+                 clock: Callable[[], float] = time.time, started: float | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.cfg = cfg
         self.paths = paths
         self.writer = writer
@@ -138,8 +140,8 @@ class Service:
         self.sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
         self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
-        self.backlog = DV.Backlog()
-        self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
+        self.backlog = DV.Backlog(self.scheduler)
         self.lessons_known: dict[str, tuple[bool, float]] = {}  # project -> (has lessons, checked at)
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
         # result is then neither redacted, summarised nor archived again (only counted).
@@ -380,13 +382,13 @@ class Service:
                                              edited_paths=st.files_touched, transcript_path=st.transcript_path,
                                              session=st.session)
         if pending is None:
-            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.scheduler.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
             try:
-                eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.alone())
+                eid, aid = await self.writer.run(partial(compress.store_ack, row, pending.row), inline=self.scheduler.alone())
             except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
                 pending = None
-                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.scheduler.alone()), 0
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
