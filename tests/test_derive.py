@@ -82,6 +82,33 @@ async def test_acknowledged_then_derived_once_and_reads_wait(rig: Rig) -> None:
         tg.cancel_scope.cancel()
 
 
+async def test_a_recall_answers_from_what_is_stored_instead_of_waiting_for_a_bursts_backlog(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog longer than RECALL_WAIT_JOBS (a burst): recall does not wait for it (READ_WAIT_S is made
+    endless here and the deriver never runs: a recall that waited would hang); it finds what was derived
+    before the burst, and what the burst acknowledged once derived. A short backlog it still waits for."""
+    from ctxlifed import scheduler
+
+    monkeypatch.setattr(scheduler, "READ_WAIT_S", 3600.0)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))
+        await rig.tool(0, "output NUMBAT before the burst")
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        rig.svc.scheduler.request_began()  # a reply in progress for good: only a waiter makes the deriver run
+        for i in range(scheduler.RECALL_WAIT_JOBS + 1):
+            await rig.tool(1 + i, f"output NUMBAT{i} of the burst")
+        with anyio.fail_after(30):  # a hang guard, not a timing
+            res = await rig.svc.dispatch("recall", b'{"query": "NUMBAT", "all_projects": true}')
+        assert res.total == 1 and "before the burst" in res.markdown
+        assert rig.svc.backlog.pending(SID) == scheduler.RECALL_WAIT_JOBS + 1  # not urged either
+        assert await rig.svc.backlog.wait(None, 30)
+        res = await rig.svc.dispatch("recall", b'{"query": "NUMBAT0", "all_projects": true}')
+        assert res.total == 1
+        tg.cancel_scope.cancel()
+
+
 async def test_pending_events_are_derived_after_a_crash(short_tmp: Path) -> None:
     first = Rig(short_tmp)
     async with anyio.create_task_group() as tg:

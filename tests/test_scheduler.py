@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from ctxlifed import scheduler
 from ctxlifed.scheduler import Scheduler
 
 
@@ -94,6 +95,13 @@ def test_the_idle_worker_is_stopped_by_a_request_and_woken_when_it_may_run(sched
     clock.t += 1.0
     sched.request_ended()  # the last reply ended a long time after it began: wake it
     assert w.told == ["preempt", "nudge", "preempt", "nudge"]
+
+
+def test_reads_wait_for_the_backlog_but_recall_not_for_a_bursts(sched: Scheduler) -> None:
+    assert sched.read_wait_s("forget", 10**6) is None  # nothing acknowledged escapes a forget
+    assert sched.read_wait_s("status", 10**6) == scheduler.READ_WAIT_S
+    assert sched.read_wait_s("recall", scheduler.RECALL_WAIT_JOBS) == scheduler.READ_WAIT_S  # between hooks
+    assert sched.read_wait_s("recall", scheduler.RECALL_WAIT_JOBS + 1) == 0.0  # after a burst: not at all
 
 
 def test_alone_counts_open_connections(sched: Scheduler) -> None:

@@ -7,11 +7,19 @@ Rules (highest priority first):
    open (``connection_opened``/``connection_closed``). A request that begins interrupts idle work
    at once (the idle worker's ``preempt``). A connection alone on the daemon (``alone``) may have
    its acknowledgement committed inline, on the event loop, instead of queued to the writer thread.
-2. **Reads** (recall, status, lessons, ...) come next: a read that must see every acknowledged
-   event waits for the derivation backlog (bounded by ``derive.READ_WAIT_S``), and while anybody
-   waits for it (a read, a sync event such as SessionStart or PreCompact, room in a full
-   backlog, the shutdown: ``waiting_for_derivation``) the deriver is *urgent*: it runs flat out,
-   replies in progress or not.
+2. **Reads** (recall, status, lessons, ...) come next. A read first waits for the derivation
+   backlog, at most ``read_wait_s(method)``, and while anybody waits for it (a read, a sync event
+   such as SessionStart or PreCompact, room in a full backlog, the shutdown:
+   ``waiting_for_derivation``) the deriver is *urgent*: it runs flat out, replies or not.
+   ``forget`` waits for all of it (nothing acknowledged may escape it); the other reads at most
+   ``READ_WAIT_S``. A ``recall`` waits only for a backlog of at most ``RECALL_WAIT_JOBS`` jobs
+   (what Claude Code's hooks leave between them: then it sees every acknowledged event); a longer
+   one (after a burst) it does not wait for at all: it answers at once from what is stored, and
+   the deriver stays behind it (a read being answered is a request in progress: rule 3).
+   Staleness bound of a recall: it sees every event whose derivation finished, which is every
+   event acknowledged before the oldest job of the backlog; what it may miss is that backlog, only
+   when it is longer than ``RECALL_WAIT_JOBS`` (at most ``derive.MAX_BACKLOG`` events; ``status``
+   shows it as ``derive_pending``; it drains at the derivation rate, measured in ``bench/RESULTS.md``).
 3. **The derivation backlog** runs only when no frame is being answered and none began for
    ``DERIVE_QUIET_S`` (``derive_delay``), unless urgent. When the last reply ends it is woken.
 4. **Idle work** (the writer's trigram indexing and index merges; checkpoints run from their own
@@ -42,6 +50,8 @@ IDLE_QUIET_S = 0.05
 # Requests of a busy daemon come closer than this; Claude Code's never do (each hook is a process
 # start apart): the deriver runs between hooks, not between the frames of a pipelining client.
 DERIVE_QUIET_S = 0.002
+READ_WAIT_S = 5.0  # a read's wait for the derivation backlog (status then reports what is pending)
+RECALL_WAIT_JOBS = 16  # a longer backlog a recall does not wait for (rule 2)
 
 
 class IdleWorker(Protocol):
@@ -82,6 +92,16 @@ class Scheduler:
             return None
         since = now - self.last_request
         return 0.0 if since >= self.derive_quiet_s else self.derive_quiet_s - since
+
+    @staticmethod
+    def read_wait_s(method: str, backlog: int) -> float | None:
+        """How long a read waits for a derivation backlog of ``backlog`` jobs before it answers
+        (None: until it is derived; 0: not at all)."""
+        if method == "forget":
+            return None
+        if method == "recall" and backlog > RECALL_WAIT_JOBS:
+            return 0.0
+        return READ_WAIT_S
 
     def idle_allowed(self, now: float | None = None) -> bool:
         """Idle work may run: no reply, no derivation queued, no request for ``idle_quiet_s``."""

@@ -31,7 +31,7 @@ Rules:
   above, or at a boundary only when it pays; ``/rewind``, ``/clear`` and a subagent on their signals
   (main chain only). One slot per session, the more urgent wins; recorded as delivered when an answer
   carries it, never delivered twice, debounced per kind; ``status`` lists the same advice.
-- Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
+- Reads wait for the derivation backlog (bounded; recall not for a burst's: ``scheduler.py``), except while it is stalled on a storage fault:
   then they answer at once from what is stored. A recall's search runs in the readers' search lane,
   within its budget; past it the client gets ``query_too_broad``.
 - Pending items close on the evidence of the event that brings it (core/pending.py), in that event's
@@ -209,7 +209,7 @@ class Service:
         if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending",
                       "memory.prune", "report"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
-            await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
+            await self._wait_derived(self.scheduler.read_wait_s(method, self.backlog.pending()))
         if method == "status":
             return await self.status(p)
         if method == "recall":
@@ -245,7 +245,7 @@ class Service:
         a storage fault (a full or unwritable store), which cannot progress: while it is stalled the
         read answers at once from what is stored (status reports what is still pending), and a wait
         in progress ends at the deriver's next failed attempt."""
-        if not self.backlog.pending() or self.derive_stalled:
+        if not self.backlog.pending() or self.derive_stalled or timeout == 0:
             return
         failed = self._derive_failed_again
         async with anyio.create_task_group() as tg:

@@ -18,8 +18,9 @@ Rules:
   queued (idle work waits for none).
   Under a sustained burst the backlog grows (to ``MAX_BACKLOG``, then backpressure) and drains
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
-- Reads that must see every acknowledged event (recall, status, lessons, compactions, forget) wait
-  for the backlog first, at most ``READ_WAIT_S`` (status reports what is still pending).
+- Reads (recall, status, lessons, compactions, forget) wait for the backlog first, each at most
+  ``Scheduler.read_wait_s`` (rule 2 in ``scheduler.py``: forget for all of it; recall not for a
+  burst's backlog: it answers from what is stored; status reports what is still pending).
 - Bounded: at ``MAX_BACKLOG`` jobs an acknowledgement first waits for room (``room``: the deriver
   runs flat out meanwhile), so a sustained overload slows answers to the derivation rate instead of
   growing the queue. The first ``KEEP_PAYLOADS`` jobs keep their payload in memory; later ones re-read
@@ -57,7 +58,6 @@ DEFERRABLE = frozenset({
 })
 MAX_BACKLOG = 20_000  # ~0.5 KB of memory a job: bounded to ~10 MB
 KEEP_PAYLOADS = 256
-READ_WAIT_S = 5.0
 YIELD_S = 0.001  # a pause runs the event loop once if it has not run for this long
 RETRY_S = 1.0
 
