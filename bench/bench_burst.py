@@ -4,7 +4,7 @@
 log-normal outputs, 10% UserPromptSubmit, 10% Stop) as fast as the daemon answers, 20,000 events in
 all (1,200 with ``--quick``). The moment the last reply arrives, one client starts recalling over
 the socket (one connection per request, what ``ctxlifectl recall`` does), 20 ms apart, cycling
-through three two-word queries and a word found nowhere, until the derivation backlog and the
+through three two-word queries, until the derivation backlog and the
 trigram backlog are both empty (read from the store directly, so the measuring does not itself
 wait for anything), then 30 more on the quiet daemon. Reported: the first 30 recalls (immediately
 after), every recall while work was pending (during catch-up), the quiet ones, and how long the
@@ -22,9 +22,10 @@ import msgspec
 from _common import RpcError, adapt, call, dist, project_daemon, sample, target
 from bench_daemon import Client
 
-# Words of the burst's prompts (a tenth of the events), each with more than a page of hits, and a
-# word nobody wrote (every fallback runs: the substring scan of the rows not trigram-indexed yet).
-QUERIES = ("group commit", "single writer", "plan work", "platypus")
+# Words of the burst's prompts (a tenth of the events), each with more than a page of hits once
+# derived: what is timed is the burst's effect, not a query's own cost (``bench_recall`` times those).
+# Until then they have fewer, and the search also scans the rows not trigram-indexed yet.
+QUERIES = ("group commit", "single writer", "plan work")
 FIRST = 30  # recalls counted as "immediately after the burst"
 QUIET_N = 30
 PACE_S = 0.02
