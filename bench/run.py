@@ -39,7 +39,7 @@ _early_src(sys.argv[1:])
 
 from _common import SRC, machine_info, write_result  # noqa: E402
 
-ORDER = ["shim", "hook", "daemon", "compress", "recall", "transcript", "memory", "worstcase"]
+ORDER = ["shim", "hook", "daemon", "compress", "recall", "burst", "transcript", "memory", "worstcase"]
 
 
 def _fmt(v: Any) -> str:

@@ -82,6 +82,33 @@ async def test_acknowledged_then_derived_once_and_reads_wait(rig: Rig) -> None:
         tg.cancel_scope.cancel()
 
 
+async def test_a_recall_answers_from_what_is_stored_instead_of_waiting_for_a_bursts_backlog(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog longer than RECALL_WAIT_JOBS (a burst): recall does not wait for it (READ_WAIT_S is made
+    endless here and the deriver never runs: a recall that waited would hang); it finds what was derived
+    before the burst, and what the burst acknowledged once derived. A short backlog it still waits for."""
+    from ctxlifed import scheduler
+
+    monkeypatch.setattr(scheduler, "READ_WAIT_S", 3600.0)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))
+        await rig.tool(0, "output NUMBAT before the burst")
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        rig.svc.scheduler.request_began()  # a reply in progress for good: only a waiter makes the deriver run
+        for i in range(scheduler.RECALL_WAIT_JOBS + 1):
+            await rig.tool(1 + i, f"output NUMBAT{i} of the burst")
+        with anyio.fail_after(30):  # a hang guard, not a timing
+            res = await rig.svc.dispatch("recall", b'{"query": "NUMBAT", "all_projects": true}')
+        assert res.total == 1 and "before the burst" in res.markdown
+        assert rig.svc.backlog.pending(SID) == scheduler.RECALL_WAIT_JOBS + 1  # not urged either
+        assert await rig.svc.backlog.wait(None, 30)
+        res = await rig.svc.dispatch("recall", b'{"query": "NUMBAT0", "all_projects": true}')
+        assert res.total == 1
+        tg.cancel_scope.cancel()
+
+
 async def test_pending_events_are_derived_after_a_crash(short_tmp: Path) -> None:
     first = Rig(short_tmp)
     async with anyio.create_task_group() as tg:
@@ -123,7 +150,7 @@ async def test_forget_wins_over_a_queued_derivation(rig: Rig) -> None:
 
 async def test_a_full_backlog_pushes_back_and_busy_replies_pause_the_deriver(rig: Rig, monkeypatch: Any) -> None:
     monkeypatch.setattr(DV, "MAX_BACKLOG", 3)
-    rig.svc.backlog.busy = lambda: True  # a reply always in progress: the deriver waits, unless urged
+    rig.svc.scheduler.request_began()  # a reply always in progress: the deriver waits, unless urged
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
@@ -166,7 +193,7 @@ async def test_a_waited_for_session_is_derived_first(rig: Rig) -> None:
     other = "6f6f6f6f-1111-4222-8333-444455556666"
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
-        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        rig.svc.scheduler.request_began()  # a reply in progress for good: the deriver only runs when urged
         await rig.svc.hook(dict(rig.payload("SessionStart", source="startup"), session_id=other))
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
         for i in range(20):  # the other session's jobs come first in commit order
@@ -185,7 +212,7 @@ async def test_sync_events_see_every_acknowledged_event(rig: Rig) -> None:
     its must-survive set."""
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
-        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        rig.svc.scheduler.request_began()  # a reply in progress for good: the deriver only runs when urged
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
         await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="We decided to use a token bucket for the limiter."))
         assert rig.svc.backlog.pending(SID) == 1
@@ -349,7 +376,6 @@ async def test_status_reports_failed_maintenance_and_derivations(rig: Rig) -> No
 
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg, derive=False)
-        rig.writer.idle_allowed = lambda: True
         rig.writer.idle = broken_idle
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # a job: idle work is due after it
         assert await anyio.to_thread.run_sync(failed.wait, 10)

@@ -46,6 +46,7 @@ from .runtime.dirs import ensure_data_dir, ensure_private_dir
 from .runtime.lock import AlreadyRunning, acquire_lock, bind_unix, owns_socket, request_shutdown, unlink_if_owned
 from .runtime.logs import configure as configure_logging  # noqa: F401 - the daemon's main and bench use it
 from .runtime.paths import Paths
+from .scheduler import Scheduler
 from .server.listener import Limits, Server
 from .service import retention
 from .service.app import Service
@@ -58,11 +59,6 @@ TAKEOVER_S = 2 * GRACE_S + 5  # how long a socket-activated daemon waits for the
 OWNERSHIP_CHECK_S = 2.0
 SPOOL_POLL_S = 1.0
 CHECKPOINT_S = 2.0  # background PASSIVE checkpoints (off the commit path; see store.db.Writer)
-# The writer's idle work (trigram indexing, index merges: ~4 ms of CPU per 10 KB tool output) waits
-# for a pause in requests this long. Claude Code's hooks pause for the model's turn (hundreds of ms
-# and more) but can come ~15-30 ms apart in a burst of tool calls: maintenance goes to the pauses,
-# not between the hooks of a burst (and under sustained load, Writer.IDLE_MAX_LAG_S still runs it).
-IDLE_QUIET_S = 0.05
 FD_RESERVE = 32  # database (writer + readers: db, wal, shm), listener, lock, log, watcher, transcripts
 
 
@@ -160,14 +156,17 @@ class Daemon:
             self._close_locks()
             raise
         t0 = time.monotonic()
+        # Who waits for whom (replies, reads, derivation, idle work): one object, the rules in scheduler.py.
+        scheduler = Scheduler()
         try:
             self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
-                                 max_bytes=self.cfg.max_db_mb << 20)
+                                 max_bytes=self.cfg.max_db_mb << 20, scheduler=scheduler)
             self.readers = Readers(self.paths.db)
         except BaseException:
             self._close()  # a store that cannot be opened (StoreUnusableError) leaves no socket behind
             raise
-        self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0)
+        self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0,
+                                          scheduler=scheduler)
         limits = Limits(max_frame=self.cfg.max_frame, max_batch=self.cfg.max_batch,
                         max_connections=fd_budget(self.cfg.max_connections), idle_timeout_s=self.cfg.idle_timeout_s,
                         request_timeout_s=self.cfg.request_timeout_s)
@@ -175,31 +174,10 @@ class Daemon:
         async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
             return await svc.dispatch(method, params, rid)
 
-        self.server = server = Server(dispatch, limits, translate=translate)
+        self.server = server = Server(dispatch, limits, translate=translate, scheduler=scheduler)
         listeners = socks  # raw, non-blocking: the server accepts on them (server/listener.py)
         try:
             async with anyio.create_task_group() as tg:
-                # Derivation yields to replies in progress.
-                svc.backlog.busy = lambda: server.answering > 0
-                svc.backlog.last_request = lambda: server.last_request
-                svc.alone = lambda: server.active <= 1
-                # The writer's idle work (trigram backlog, merges) waits for replies and derivations
-                # alike, and for IDLE_QUIET_S without a request; a request interrupts it (preempt).
-                writer = self.writer
-
-                def idle() -> bool:
-                    return (server.answering == 0 and not svc.backlog.pending()
-                            and time.monotonic() - server.last_request >= IDLE_QUIET_S)
-
-                def quiet() -> None:
-                    svc.backlog.notify()
-                    if idle():
-                        writer.nudge()
-
-                writer.idle_allowed = idle
-                server.on_request = writer.preempt
-                server.on_quiet = quiet
-                svc.backlog.on_empty = quiet
                 svc.bind(tg)
                 try:
                     await svc.recover()  # events acknowledged but not derived before the last stop

@@ -31,7 +31,7 @@ Rules:
   above, or at a boundary only when it pays; ``/rewind``, ``/clear`` and a subagent on their signals
   (main chain only). One slot per session, the more urgent wins; recorded as delivered when an answer
   carries it, never delivered twice, debounced per kind; ``status`` lists the same advice.
-- Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
+- Reads wait for the derivation backlog (bounded; recall not for a burst's: ``scheduler.py``), except while it is stalled on a storage fault:
   then they answer at once from what is stored. A recall's search runs in the readers' search lane,
   within its budget; past it the client gets ``query_too_broad``.
 - Pending items close on the evidence of the event that brings it (core/pending.py), in that event's
@@ -78,6 +78,7 @@ from ..protocol import _methods as M
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
+from ..scheduler import Scheduler
 from ..store import backlog as tri_backlog
 from ..store import ops, outputs, queries
 from ..store.db import QueryTooBroadError, Readers, StorageFullError, Writer
@@ -127,7 +128,8 @@ _enc = msgspec.json.Encoder()
 
 class Service:
     def __init__(self, cfg: Config, paths: Paths, writer: Writer, readers: Readers, *,
-                 clock: Callable[[], float] = time.time, started: float | None = None) -> None:
+                 clock: Callable[[], float] = time.time, started: float | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.cfg = cfg
         self.paths = paths
         self.writer = writer
@@ -139,8 +141,8 @@ class Service:
         self.sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
         self.locks: dict[str, anyio.Lock] = {}  # derive locks: one derivation of a session at a time
         self.ack_locks: dict[str, anyio.Lock] = {}  # one acknowledgement of a session at a time
-        self.backlog = DV.Backlog()
-        self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
+        self.backlog = DV.Backlog(self.scheduler)
         self.lessons = lessons_svc.Lessons(readers, writer, clock,
                                            on_stored=lambda project: self.spawn(self.ledgers.write_lessons, project))
         # tool_use_ids a hook already delivered, per session: the transcript's copy of the same tool
@@ -209,7 +211,7 @@ class Service:
         if method in ("status", "recall", "phase.set", "forget", "lessons", "compactions", "pending",
                       "memory.prune", "report"):
             # Reads see every acknowledged event: derive what is queued first (bounded wait).
-            await self._wait_derived(None if method == "forget" else DV.READ_WAIT_S)
+            await self._wait_derived(self.scheduler.read_wait_s(method, self.backlog.pending()))
         if method == "status":
             return await self.status(p)
         if method == "recall":
@@ -248,7 +250,7 @@ class Service:
         a storage fault (a full or unwritable store), which cannot progress: while it is stalled the
         read answers at once from what is stored (status reports what is still pending), and a wait
         in progress ends at the deriver's next failed attempt."""
-        if not self.backlog.pending() or self.derive_stalled:
+        if not self.backlog.pending() or self.derive_stalled or timeout == 0:
             return
         failed = self._derive_failed_again
         async with anyio.create_task_group() as tg:
@@ -385,13 +387,13 @@ class Service:
                                              edited_paths=st.files_touched, transcript_path=st.transcript_path,
                                              session=st.session)
         if pending is None:
-            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+            eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.scheduler.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
             try:
-                eid, aid = await self.writer.run(partial(outputs.store_ack, row, pending.row), inline=self.alone())
+                eid, aid = await self.writer.run(partial(outputs.store_ack, row, pending.row), inline=self.scheduler.alone())
             except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
                 pending = None
-                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.alone()), 0
+                eid, aid = await self.writer.run(partial(_store_ack, row), inline=self.scheduler.alone()), 0
         if not eid:  # a replay of an event already stored
             return M.HookResult()
         tool_id = s(payload.get("tool_use_id"))
