@@ -16,6 +16,12 @@ Rules:
   (a read, a sync event, the shutdown): then it runs flat out. Its writer jobs are low priority.
   Under a sustained burst the backlog grows (to ``MAX_BACKLOG``, then backpressure) and drains
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
+- SessionStart answers before it reads a transcript it is far behind on (``read_before_answer``):
+  a resumed session the daemon has never seen, or lost track of, can hold MBs of lines, and parsing
+  them inline cost 0.1-2 s before Claude Code got its briefing. More than ``SESSION_START_READ``
+  unread bytes are left to the session's next events (read ``MAX_TRANSCRIPT_READ`` an event, as a
+  transcript met late always was); the briefing then has no figure from them yet, never a stale one.
+  Every other inline event (PreCompact, PostCompact, SessionEnd) reads all it can, as before.
 - Reads that must see every acknowledged event (recall, status, lessons, compactions, forget) wait
   for the backlog first, at most ``READ_WAIT_S`` (status reports what is still pending).
 - Bounded: at ``MAX_BACKLOG`` jobs an acknowledgement first waits for room (``room``: the deriver
@@ -30,6 +36,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +47,7 @@ import anyio.lowlevel
 import structlog
 
 from ..store.db import StorageFullError
+from . import files
 
 log = structlog.get_logger("ctxlifed.derive")
 
@@ -52,6 +60,9 @@ DEFERRABLE = frozenset({
     "CwdChanged", "FileChanged", "ConfigChange", "Elicitation", "ElicitationResult",
     "WorktreeCreate", "WorktreeRemove", "PostModelSwitch",
 })
+# At most this many unread transcript bytes are read before a SessionStart answer (a usual resume
+# or compaction has a few KB to read; a transcript seen for the first time can have MBs).
+SESSION_START_READ = 64 << 10
 MAX_BACKLOG = 20_000  # ~0.5 KB of memory a job: bounded to ~10 MB
 KEEP_PAYLOADS = 256
 READ_WAIT_S = 5.0
@@ -215,3 +226,26 @@ class Backlog:
                 self.failed += 1
             self.derived += 1
             self._done(job)
+
+
+def read_before_answer(event: str, *, deferred: bool, transcript: str | None, offset: int,
+                       roots: Callable[[], tuple[str, ...]]) -> bool:
+    """Whether deriving ``event`` reads its transcript's new lines now: never for PreToolUse (its
+    PostToolUse reads them); for an inline SessionStart only when at most SESSION_START_READ bytes
+    are unread (see the module rules); always otherwise."""
+    if event == "PreToolUse":
+        return False
+    if deferred or event != "SessionStart" or not transcript:
+        return True
+    real = files.transcript_allowed(transcript, roots())
+    if real is None:
+        return True  # the read records why it cannot
+    try:
+        size = os.stat(real).st_size
+    except OSError:
+        return True
+    unread = size - offset if size >= offset else size  # shrunk: read again from the start
+    if unread <= SESSION_START_READ:
+        return True
+    log.info("transcript_read_after_answer", hook_event=event, unread=unread)
+    return False
