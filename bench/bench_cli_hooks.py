@@ -404,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, help="keep the sandbox (debug logs, daemon logs) in this new folder")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    res = run(False, cycles=args.cycles, compare=args.compare, keep=args.keep)
+    res = run(False, cycles=args.cycles, compare=args.compare, keep=args.keep,
+              log=lambda *a: print(*a, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(res, indent=1))
         return 0
