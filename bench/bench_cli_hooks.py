@@ -1,9 +1,11 @@
 """Hooks as Claude Code times them: real ``claude -p`` sessions against the fake Messages API, with
 ctxlifed installed the way a user installs it, timed by Claude Code's own debug log.
 
-Each cycle is four real CLI runs in one private HOME and project: a new session that works (reads,
+Each cycle is six real CLI runs in one private HOME and project: a new session that works (reads,
 a failing and a passing test run, edits, a write), ``/compact`` of it (``--resume``), a resume that
-runs one more command, and a second new session in the same project (which now has memory). Every
+runs one more command, a second new session in the same project (which now has memory), and a
+session made with every hook disabled (one from before the install) that is then resumed: the
+daemon's first sight of a transcript (``SessionStart:resume (first sight)``). Every
 run writes ``--debug-file``; Claude Code logs each hook it waits for as
 ``Hooks: <Event>[:<matcher>] [<command>] finished with status N (<ms>ms)``, the time from spawning
 the hook to having its output, measured by Claude Code itself. That is the figure reported, per
@@ -256,7 +258,10 @@ class Variant:
         env.update({k: v for k, v in self.env.items() if k.startswith("CTXLIFED_") and k != "CTXLIFED_DAEMON_CMD"})
         return env
 
-    def run(self, prompt: str, script: dict[str, Any], resume: str | None = None) -> str | None:
+    def run(self, prompt: str, script: dict[str, Any], resume: str | None = None, *, hooks: bool = True,
+            tag: str = "") -> str | None:
+        """One ``claude -p`` run; ``hooks=False``: with every hook disabled (a session ctxlifed never
+        sees); ``tag``: appended to the SessionStart keys of this run."""
         self.runs += 1
         dbg = self.base / f"debug-{self.runs:03d}.log"
         api = FakeAnthropic(script, vars={"PROJECT": str(self.project), "HOME": str(self.home)}).start()
@@ -264,6 +269,8 @@ class Variant:
                 "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5", "--debug-file", str(dbg)]
         if resume:
             argv += ["--resume", resume]
+        if not hooks:
+            argv += ["--settings", json.dumps({"disableAllHooks": True})]
         try:
             p = subprocess.run(argv, cwd=self.project, env=self.claude_env(api), capture_output=True, text=True,
                                timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
@@ -287,6 +294,8 @@ class Variant:
             timed, untimed = parse_debug_log(dbg.read_text(errors="replace"), self.marker)
         except OSError:
             timed, untimed = [], []
+        if tag:
+            timed = [(f"{k} {tag}" if k.startswith("SessionStart") else k, ms, how) for k, ms, how in timed]
         self.timed += timed
         self.untimed += untimed
         for key, _ms, how in timed:
@@ -304,6 +313,14 @@ class Variant:
         self.run("/compact keep the discount work", COMPACT, resume=sid)
         self.run("continue", RESUME, resume=sid)
         self.run("Check that the tests still pass.", AGAIN)
+        # A session ctxlifed never saw (made with hooks off, like one from before the install), resumed:
+        # the daemon's first sight of its transcript (~300 KB of Claude Code's records).
+        for name, text in FILES.items():
+            (self.project / name).write_text(text)
+        (self.project / "NOTES.md").unlink(missing_ok=True)
+        unseen = self.run("Add a 10% bulk discount from 10 items to pricing.total().", WORK, hooks=False)
+        if unseen is not None:
+            self.run("continue", RESUME, resume=unseen, tag="(first sight)")
 
     def daemon_ms(self) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
@@ -315,7 +332,8 @@ class Variant:
 
 
 def _order(key: str) -> tuple[int, str]:
-    first = ["SessionStart:startup", "SessionStart:resume", "SessionStart:compact", "SessionStart:clear",
+    first = ["SessionStart:startup", "SessionStart:resume", "SessionStart:resume (first sight)", "SessionStart:compact",
+             "SessionStart:clear",
              "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "PreCompact", "PostCompact", "SessionEnd"]
     return (first.index(key) if key in first else len(first), key)
 
@@ -327,7 +345,7 @@ def run(quick: bool, log: Any = print, *, cycles: int | None = None, compare: Pa
         log(f"   skipped: {version}")
         return {"rows": [], "targets": [], "skipped": version}
     n = cycles or (1 if quick else 4)
-    log(f"   Claude Code {version}; {n} cycle(s) of 4 runs per variant, interleaved")
+    log(f"   Claude Code {version}; {n} cycle(s) of 6 runs per variant, interleaved")
     base = keep if keep is not None else short_tmp("clcli-")
     base.mkdir(parents=True, exist_ok=True)
     variants: list[Variant] = []
