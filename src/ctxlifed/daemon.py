@@ -5,7 +5,8 @@ Rules:
   daemon per data dir: a second one, whatever its socket, exits naming the first's pid and socket,
   except a socket-activated one, which asks the first to stop and takes over);
   runtime dir created/verified 0700; the socket flock; bind (or take systemd's socket); open the
-  store and migrate; ingest the spool; only then READY=1 and ``task_status``.
+  store and migrate; ingest the spool; warm the hot path up (``core/warmup.py``: its first-use
+  compiles are paid here, not by the first hook); only then READY=1 and ``task_status``.
 - Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
   (grace period), commits, checkpoints, unlinks the socket only if it is still ours, exits 0.
   A second signal forces an immediate exit. Nothing waits out a timeout on the way: the file
@@ -39,6 +40,7 @@ import anyio.to_thread
 import structlog
 
 from . import __version__
+from .core.warmup import warm_up
 from .protocol import _errors as E
 from .runtime import logs, systemd
 from .runtime.config import Config, load
@@ -223,6 +225,10 @@ class Daemon:
                 # Start-up objects (modules, config, compiled patterns) never die: keep them out of
                 # the collector's sight, so a full collection scans only what requests created
                 # (otherwise it costs tens of ms, paid by whichever hook triggers it).
+                try:
+                    warm_up()  # the hot path's first-use work, so the first hook does not pay it
+                except Exception:  # noqa: BLE001 - never a reason not to start
+                    log.exception("warm_up_failed")
                 gc.collect()
                 gc.freeze()
                 systemd.notify(f"READY=1\nSTATUS=serving on {self.paths.socket}\nMAINPID={os.getpid()}")
