@@ -66,3 +66,30 @@ def test_the_daemon_warms_up_before_ready() -> None:
 
     src = (Path(__file__).resolve().parent.parent / "src" / "ctxlifed" / "daemon.py").read_text()
     assert src.index("warm_up()") < src.index("gc.freeze()") < src.index('systemd.notify(f"READY=1')
+
+
+def test_after_readers_warm_the_first_read_starts_no_thread(tmp_path: "Path") -> None:  # noqa: F821
+    """The first read of a fresh daemon (SessionStart's session lookup) started anyio's worker thread,
+    tens of ms on a loaded machine; ``Readers.warm`` (before READY) does that instead."""
+    import threading
+
+    import anyio
+
+    from ctxlifed.store.db import Readers, Writer
+
+    db = str(tmp_path / "c.db")
+    writer = Writer(db)
+    readers = Readers(db)
+
+    async def main() -> tuple[int, int]:
+        await readers.warm()
+        before = threading.active_count()
+        await readers.run(lambda c: c.execute("SELECT 1").fetchone())
+        return before, threading.active_count()
+
+    try:
+        before, after = anyio.run(main)
+    finally:
+        readers.close()
+        writer.close()
+    assert after == before

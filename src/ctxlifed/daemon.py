@@ -6,7 +6,8 @@ Rules:
   except a socket-activated one, which asks the first to stop and takes over);
   runtime dir created/verified 0700; the socket flock; bind (or take systemd's socket); open the
   store and migrate; ingest the spool; warm the hot path up (``core/warmup.py``: its first-use
-  compiles are paid here, not by the first hook); only then READY=1 and ``task_status``.
+  compiles, and ``Readers.warm``: a worker thread and a connection's schema, are paid here, not by
+  the first hook); only then READY=1 and ``task_status``.
 - Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
   (grace period), commits, checkpoints, unlinks the socket only if it is still ours, exits 0.
   A second signal forces an immediate exit. Nothing waits out a timeout on the way: the file
@@ -225,8 +226,9 @@ class Daemon:
                 # Start-up objects (modules, config, compiled patterns) never die: keep them out of
                 # the collector's sight, so a full collection scans only what requests created
                 # (otherwise it costs tens of ms, paid by whichever hook triggers it).
-                try:
-                    warm_up()  # the hot path's first-use work, so the first hook does not pay it
+                try:  # the hot path's first-use work, so the first hook does not pay it
+                    warm_up()
+                    await self.readers.warm()
                 except Exception:  # noqa: BLE001 - never a reason not to start
                     log.exception("warm_up_failed")
                 gc.collect()
