@@ -494,7 +494,7 @@ async def test_an_assistant_line_over_the_read_size_still_counts_its_usage(
 async def test_session_start_answers_before_reading_a_transcript_it_is_far_behind_on(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     """A resumed session the daemon has never seen: SessionStart used to parse its whole transcript
-    (up to MAX_TRANSCRIPT_READ) before answering, 0.1-2 s before Claude Code got its briefing. Now
+    (up to MAX_TRANSCRIPT_READ) before answering, while Claude Code waited for its briefing. Now
     it answers first and the session's next event reads it: every turn is archived and the context
     size is the transcript's last. A usual resume (a few KB unread) is still read before the answer."""
     tr = _transcript(rig, monkeypatch, "resumed.jsonl")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import FIXTURES
 
@@ -62,15 +63,13 @@ def test_a_real_sessions_hooks_compile_no_pattern_after_the_warm_up() -> None:
 
 def test_the_daemon_warms_up_before_ready() -> None:
     """daemon.py calls it on the way to READY=1 (before the start-up objects are frozen)."""
-    from pathlib import Path
-
     src = (Path(__file__).resolve().parent.parent / "src" / "ctxlifed" / "daemon.py").read_text()
     assert src.index("warm_up()") < src.index("gc.freeze()") < src.index('systemd.notify(f"READY=1')
 
 
-def test_after_readers_warm_the_first_read_starts_no_thread(tmp_path: "Path") -> None:  # noqa: F821
-    """The first read of a fresh daemon (SessionStart's session lookup) started anyio's worker thread,
-    tens of ms on a loaded machine; ``Readers.warm`` (before READY) does that instead."""
+def test_after_readers_warm_the_first_read_starts_no_thread(tmp_path: Path) -> None:
+    """The first read of a fresh daemon (SessionStart's session lookup) started anyio's worker thread
+    while the hook waited; ``Readers.warm`` (before READY) does that instead."""
     import threading
 
     import anyio

@@ -217,6 +217,11 @@ class Daemon:
                 await tg.start(self._signal_watch)
                 tg.start_soon(self._housekeeping, tg)
                 tg.start_soon(self._watch_files, tg)
+                try:  # the hot path's first-use work, so the first hook does not pay it
+                    warm_up()
+                    await self.readers.warm()
+                except Exception:  # noqa: BLE001 - never a reason not to start
+                    log.exception("warm_up_failed")
                 ready_ms = (time.monotonic() - t0) * 1000
                 log.info("ready", version=__version__, socket=self.paths.socket, db=self.paths.db,
                          activated=self.activated, pid=os.getpid(), ready_ms=round(ready_ms, 1),
@@ -226,11 +231,6 @@ class Daemon:
                 # Start-up objects (modules, config, compiled patterns) never die: keep them out of
                 # the collector's sight, so a full collection scans only what requests created
                 # (otherwise it costs tens of ms, paid by whichever hook triggers it).
-                try:  # the hot path's first-use work, so the first hook does not pay it
-                    warm_up()
-                    await self.readers.warm()
-                except Exception:  # noqa: BLE001 - never a reason not to start
-                    log.exception("warm_up_failed")
                 gc.collect()
                 gc.freeze()
                 systemd.notify(f"READY=1\nSTATUS=serving on {self.paths.socket}\nMAINPID={os.getpid()}")

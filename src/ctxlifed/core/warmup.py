@@ -2,10 +2,10 @@
 
 The hot path compiles its regular expressions on first use (redaction rules, test-output and
 command parsers, fact detection, phase signals, the transcript parser): in a fresh process the first
-events of a session paid that, a few ms on a quiet machine and tens of ms on a loaded one, on top
-of the hook Claude Code was waiting for (usually SessionStart). ``warm_up`` compiles every redaction
-rule and runs the pure hot path once on a small synthetic session, so those patterns exist (and are frozen with the other start-up
-objects) before the first request.
+events of a session paid that, on top of the hook Claude Code was waiting for (usually SessionStart).
+``warm_up`` compiles every redaction rule and runs the pure hot path once on a small synthetic
+session, so those patterns exist (and are frozen with the other start-up objects) before the first
+request.
 
 Rules:
 - Pure: no I/O, no state kept beyond what the functions it calls cache themselves (compiled

@@ -18,7 +18,7 @@ Rules:
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
 - SessionStart answers before it reads a transcript it is far behind on (``read_before_answer``):
   a resumed session the daemon has never seen, or lost track of, can hold MBs of lines, and parsing
-  them inline cost 0.1-2 s before Claude Code got its briefing. More than ``SESSION_START_READ``
+  them inline delayed Claude Code's briefing by as long (bench/bench_cli_hooks.py). More than ``SESSION_START_READ``
   unread bytes are left to the session's next events (read ``MAX_TRANSCRIPT_READ`` an event, as a
   transcript met late always was); the briefing then has no figure from them yet, never a stale one.
   Every other inline event (PreCompact, PostCompact, SessionEnd) reads all it can, as before.
