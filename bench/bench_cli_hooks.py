@@ -398,7 +398,9 @@ def run(quick: bool, log: Any = print, *, cycles: int | None = None, compare: Pa
             if dd.get("n"):
                 note_parts.append(f"daemon p50/p95 {dd['p50']}/{dd['p95']}")
             if not cc:
-                note_parts.insert(0, f"not timed by Claude Code ({v.untimed.count(key)} runs)")
+                background = sum(1 for k, _ms, how in v.timed if k == key and how == "moved to the background")
+                note_parts.insert(0, f"async: Claude Code does not wait for it ({background} runs)" if background
+                                  else f"not timed by Claude Code ({v.untimed.count(key)} runs)")
                 rows.append((f"cli {v.label} {key}", dd if dd.get("n") else "-", "ms", "; ".join(note_parts)))
                 continue
             rows.append((f"cli {v.label} {key}", dist(cc, 1), "ms", "; ".join(note_parts)))
