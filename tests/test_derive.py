@@ -515,3 +515,31 @@ async def test_an_assistant_line_over_the_read_size_still_counts_its_usage(
         assert st.cursor.offset == tr.stat().st_size
         assert st.context_tokens == 4 + 2_000 + 168_000
         tg.cancel_scope.cancel()
+
+
+async def test_session_start_answers_before_reading_a_transcript_it_is_far_behind_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed session the daemon has never seen: SessionStart used to parse its whole transcript
+    (up to MAX_TRANSCRIPT_READ) before answering, while Claude Code waited for its briefing. Now
+    it answers first and the session's next event reads it: every turn is archived and the context
+    size is the transcript's last. A usual resume (a few KB unread) is still read before the answer."""
+    tr = _transcript(rig, monkeypatch, "resumed.jsonl")
+    turns = 60  # of ~5 KB: ~300 KB, far over SESSION_START_READ
+    _write_turns(tr, turns, "a session from before the daemon knew it. " * 120, 50_000, 100)
+    assert tr.stat().st_size > 4 * DV.SESSION_START_READ
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="resume", transcript_path=str(tr)))
+        assert rig.db("SELECT count(*) FROM archive WHERE kind = 'assistant'") == [(0,)]  # answered unread
+        assert rig.svc.sessions[SID].cursor.offset == 0
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
+        assert sorted(t[0][:6] for t in texts) == [f"TURN{i:02d}" for i in range(turns)]
+        assert rig.svc.sessions[SID].context_tokens == 50_000 + (turns - 1) * 100
+        # a usual resume: the few KB written since are read before the answer
+        _write_turns(tr, 2, "one more turn. ", 70_000, 10)
+        await rig.svc.hook(rig.payload("SessionStart", source="resume", transcript_path=str(tr)))
+        assert rig.svc.sessions[SID].cursor.offset == tr.stat().st_size
+        assert rig.svc.sessions[SID].context_tokens == 70_010
+        tg.cancel_scope.cancel()

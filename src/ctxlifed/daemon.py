@@ -5,7 +5,9 @@ Rules:
   daemon per data dir: a second one, whatever its socket, exits naming the first's pid and socket,
   except a socket-activated one, which asks the first to stop and takes over);
   runtime dir created/verified 0700; the socket flock; bind (or take systemd's socket); open the
-  store and migrate; ingest the spool; only then READY=1 and ``task_status``.
+  store and migrate; ingest the spool; warm the hot path up (``core/warmup.py``: its first-use
+  compiles, and ``Readers.warm``: a worker thread and a connection's schema, are paid here, not by
+  the first hook); only then READY=1 and ``task_status``.
 - Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
   (grace period), commits, checkpoints, unlinks the socket only if it is still ours, exits 0.
   A second signal forces an immediate exit. Nothing waits out a timeout on the way: the file
@@ -39,6 +41,7 @@ import anyio.to_thread
 import structlog
 
 from . import __version__
+from .core.warmup import warm_up
 from .protocol import _errors as E
 from .runtime import logs, systemd
 from .runtime.config import Config, load
@@ -192,6 +195,11 @@ class Daemon:
                 await tg.start(self._signal_watch)
                 tg.start_soon(self._housekeeping, tg)
                 tg.start_soon(self._watch_files, tg)
+                try:  # the hot path's first-use work, so the first hook does not pay it
+                    warm_up()
+                    await self.readers.warm()
+                except Exception:  # noqa: BLE001 - never a reason not to start
+                    log.exception("warm_up_failed")
                 ready_ms = (time.monotonic() - t0) * 1000
                 log.info("ready", version=__version__, socket=self.paths.socket, db=self.paths.db,
                          activated=self.activated, pid=os.getpid(), ready_ms=round(ready_ms, 1),

@@ -498,7 +498,8 @@ class Service:
             st.transcript_path = tpath
         await pause()
         tdelta = (await self._read_transcript(st, behind=self.backlog.pending(sid) - 1 if deferred else 0, pause=pause)
-                  if event not in ("PreToolUse",) else None)
+                  if DV.read_before_answer(event, deferred=deferred, transcript=st.transcript_path, offset=st.cursor.offset,
+                                           roots=self.cfg.allowed_transcript_roots) else None)
         await pause()
         if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
             st.context_tokens, st.estimated = payload["context_tokens"], False

@@ -18,6 +18,12 @@ Rules:
   queued (idle work waits for none).
   Under a sustained burst the backlog grows (to ``MAX_BACKLOG``, then backpressure) and drains
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
+- SessionStart answers before it reads a transcript it is far behind on (``read_before_answer``):
+  a resumed session the daemon has never seen, or lost track of, can hold MBs of lines, and parsing
+  them inline delayed Claude Code's briefing by as long (bench/bench_cli_hooks.py). More than ``SESSION_START_READ``
+  unread bytes are left to the session's next events (read ``MAX_TRANSCRIPT_READ`` an event, as a
+  transcript met late always was); the briefing then has no figure from them yet, never a stale one.
+  Every other inline event (PreCompact, PostCompact, SessionEnd) reads all it can, as before.
 - Reads (recall, status, lessons, compactions, forget) wait for the backlog first, each at most
   ``Scheduler.read_wait_s`` (rule 2 in ``scheduler.py``: forget for all of it; recall not for a
   burst's backlog: it answers from what is stored; status reports what is still pending).
@@ -33,6 +39,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,6 +51,7 @@ import structlog
 
 from ..scheduler import Scheduler
 from ..store.db import StorageFullError
+from . import files
 
 log = structlog.get_logger("ctxlifed.derive")
 
@@ -56,6 +64,9 @@ DEFERRABLE = frozenset({
     "CwdChanged", "FileChanged", "ConfigChange", "Elicitation", "ElicitationResult",
     "WorktreeCreate", "WorktreeRemove", "PostModelSwitch",
 })
+# At most this many unread transcript bytes are read before a SessionStart answer (a usual resume
+# or compaction has a few KB to read; a transcript seen for the first time can have MBs).
+SESSION_START_READ = 64 << 10
 MAX_BACKLOG = 20_000  # ~0.5 KB of memory a job: bounded to ~10 MB
 KEEP_PAYLOADS = 256
 YIELD_S = 0.001  # a pause runs the event loop once if it has not run for this long
@@ -190,3 +201,26 @@ class Backlog:
                 self.failed += 1
             self.derived += 1
             self._done(job)
+
+
+def read_before_answer(event: str, *, deferred: bool, transcript: str | None, offset: int,
+                       roots: Callable[[], tuple[str, ...]]) -> bool:
+    """Whether deriving ``event`` reads its transcript's new lines now: never for PreToolUse (its
+    PostToolUse reads them); for an inline SessionStart only when at most SESSION_START_READ bytes
+    are unread (see the module rules); always otherwise."""
+    if event == "PreToolUse":
+        return False
+    if deferred or event != "SessionStart" or not transcript:
+        return True
+    real = files.transcript_allowed(transcript, roots())
+    if real is None:
+        return True  # the read records why it cannot
+    try:
+        size = os.stat(real).st_size
+    except OSError:
+        return True
+    unread = size - offset if size >= offset else size  # shrunk: read again from the start
+    if unread <= SESSION_START_READ:
+        return True
+    log.info("transcript_read_after_answer", hook_event=event, unread=unread)
+    return False

@@ -1018,6 +1018,11 @@ class Readers:
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._with_conn, fn, limiter=self.limiter)
 
+    async def warm(self) -> None:
+        """One read now, before the first request: it starts the worker thread reads run on (anyio keeps
+        the last one alive) and reads a connection's schema, which the first hook paid for otherwise."""
+        await self.run(_read_schema)
+
     async def search(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """A search on behalf of a client (recall): within ``search_s`` or :class:`QueryTooBroadError`,
         and never more than ``size - RESERVED`` at once (the others wait their turn)."""
@@ -1034,3 +1039,7 @@ class Readers:
                 _abandon(c)  # as Writer.close: one of them may be the last connection
             else:
                 c.close()
+
+
+def _read_schema(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
