@@ -3,7 +3,8 @@
     bench/run.py                      every benchmark, full sizes (what `make bench` runs)
     bench/run.py hook recall --quick  selected ones, small sizes (a smoke run)
 
-Benchmarks: hook (target 1), daemon (2), recall (3), transcript (4), memory (5), shim (6).
+Benchmarks: hook (target 1), daemon (2), recall (3), transcript (4), memory (5), shim (6), cli_hooks
+(hooks as the real Claude Code CLI times them; skipped with a message when the CLI is absent).
 Each writes bench/results/<name>.json (git-ignored) with the machine it ran on; the run prints one
 table (N, p50, p95, p99) and the targets that passed or missed. Figures are distributions and
 same-run ratios, never single times: the machines are shared and noisy.
@@ -39,7 +40,7 @@ _early_src(sys.argv[1:])
 
 from _common import SRC, machine_info, write_result  # noqa: E402
 
-ORDER = ["shim", "hook", "daemon", "compress", "recall", "transcript", "memory", "worstcase"]
+ORDER = ["shim", "hook", "daemon", "compress", "recall", "burst", "transcript", "memory", "worstcase", "cli_hooks"]
 
 
 def _fmt(v: Any) -> str:

@@ -77,6 +77,20 @@ def w(tmp_path: Path) -> Iterator[Writer]:
         writer.close()
 
 
+def test_the_scan_of_pending_rows_is_bounded_and_older_rows_are_found_once_indexed(
+        w: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst's backlog is long: a reader scans only the newest SCAN_PENDING pending rows (a recall stays
+    fast); a substring in an older one is found once the idle work has indexed it."""
+    monkeypatch.setattr(backlog, "SCAN_PENDING", 2)
+    ids = [w.run_sync(lambda c, i=i: ops.insert_archive(c, _row(f"beta ConnectionManager {i}", i))[0])
+           for i in range(5)]
+    got = w.run_sync(lambda c: backlog.pending_matches(c, ("nmanag",), "1", []))
+    assert got == sorted(ids, reverse=True)[:2]
+    while w.run_sync(lambda c: backlog.index_some(c, max_rows=100, budget_s=10)):
+        pass
+    assert w.run_sync(lambda c: _tri_ids(c, "nManag")) == ids
+
+
 def test_insert_queues_then_index_some_indexes(w: Writer) -> None:
     ids = [w.run_sync(lambda c, i=i: ops.insert_archive(c, _row(f"alpha ConnectionManager {i} 鉴权", i))[0])
            for i in range(5)]
@@ -278,7 +292,7 @@ def test_a_job_queued_during_a_batch_goes_before_idle_work_that_is_overdue(tmp_p
     a job waits: an acknowledgement that arrived during the batch is not held up by a step."""
     w = _slow_writer(tmp_path)
     w.IDLE_MAX_LAG_S = 0.0  # always overdue
-    w.idle_allowed = lambda: False  # never quiet
+    w.scheduler.request_began()  # a reply in progress for good: never quiet
     order: list[str] = []
     gate, running = threading.Event(), threading.Event()
 
@@ -393,7 +407,7 @@ def test_idle_work_due_too_long_runs_even_if_the_daemon_never_goes_quiet(tmp_pat
     idle work due for IDLE_MAX_LAG_S still runs."""
     w = Writer(str(tmp_path / "x.db"))
     w.idle = None
-    w.idle_allowed = lambda: False  # never quiet
+    w.scheduler.request_began()  # a reply in progress for good: never quiet
     w.IDLE_MAX_LAG_S = 0.05
     ran = threading.Event()
 

@@ -82,6 +82,33 @@ async def test_acknowledged_then_derived_once_and_reads_wait(rig: Rig) -> None:
         tg.cancel_scope.cancel()
 
 
+async def test_a_recall_answers_from_what_is_stored_instead_of_waiting_for_a_bursts_backlog(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog longer than RECALL_WAIT_JOBS (a burst): recall does not wait for it (READ_WAIT_S is made
+    endless here and the deriver never runs: a recall that waited would hang); it finds what was derived
+    before the burst, and what the burst acknowledged once derived. A short backlog it still waits for."""
+    from ctxlifed import scheduler
+
+    monkeypatch.setattr(scheduler, "READ_WAIT_S", 3600.0)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))
+        await rig.tool(0, "output NUMBAT before the burst")
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        rig.svc.scheduler.request_began()  # a reply in progress for good: only a waiter makes the deriver run
+        for i in range(scheduler.RECALL_WAIT_JOBS + 1):
+            await rig.tool(1 + i, f"output NUMBAT{i} of the burst")
+        with anyio.fail_after(30):  # a hang guard, not a timing
+            res = await rig.svc.dispatch("recall", b'{"query": "NUMBAT", "all_projects": true}')
+        assert res.total == 1 and "before the burst" in res.markdown
+        assert rig.svc.backlog.pending(SID) == scheduler.RECALL_WAIT_JOBS + 1  # not urged either
+        assert await rig.svc.backlog.wait(None, 30)
+        res = await rig.svc.dispatch("recall", b'{"query": "NUMBAT0", "all_projects": true}')
+        assert res.total == 1
+        tg.cancel_scope.cancel()
+
+
 async def test_pending_events_are_derived_after_a_crash(short_tmp: Path) -> None:
     first = Rig(short_tmp)
     async with anyio.create_task_group() as tg:
@@ -123,7 +150,7 @@ async def test_forget_wins_over_a_queued_derivation(rig: Rig) -> None:
 
 async def test_a_full_backlog_pushes_back_and_busy_replies_pause_the_deriver(rig: Rig, monkeypatch: Any) -> None:
     monkeypatch.setattr(DV, "MAX_BACKLOG", 3)
-    rig.svc.backlog.busy = lambda: True  # a reply always in progress: the deriver waits, unless urged
+    rig.svc.scheduler.request_began()  # a reply always in progress: the deriver waits, unless urged
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
@@ -166,7 +193,7 @@ async def test_a_waited_for_session_is_derived_first(rig: Rig) -> None:
     other = "6f6f6f6f-1111-4222-8333-444455556666"
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
-        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        rig.svc.scheduler.request_began()  # a reply in progress for good: the deriver only runs when urged
         await rig.svc.hook(dict(rig.payload("SessionStart", source="startup"), session_id=other))
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
         for i in range(20):  # the other session's jobs come first in commit order
@@ -185,7 +212,7 @@ async def test_sync_events_see_every_acknowledged_event(rig: Rig) -> None:
     its must-survive set."""
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg)
-        rig.svc.backlog.busy = lambda: True  # the deriver only runs when urged
+        rig.svc.scheduler.request_began()  # a reply in progress for good: the deriver only runs when urged
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))
         await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="We decided to use a token bucket for the limiter."))
         assert rig.svc.backlog.pending(SID) == 1
@@ -349,7 +376,6 @@ async def test_status_reports_failed_maintenance_and_derivations(rig: Rig) -> No
 
     async with anyio.create_task_group() as tg:
         rig.svc.bind(tg, derive=False)
-        rig.writer.idle_allowed = lambda: True
         rig.writer.idle = broken_idle
         await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # a job: idle work is due after it
         assert await anyio.to_thread.run_sync(failed.wait, 10)
@@ -488,4 +514,32 @@ async def test_an_assistant_line_over_the_read_size_still_counts_its_usage(
         assert await rig.svc.backlog.wait(None, 30)
         assert st.cursor.offset == tr.stat().st_size
         assert st.context_tokens == 4 + 2_000 + 168_000
+        tg.cancel_scope.cancel()
+
+
+async def test_session_start_answers_before_reading_a_transcript_it_is_far_behind_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed session the daemon has never seen: SessionStart used to parse its whole transcript
+    (up to MAX_TRANSCRIPT_READ) before answering, while Claude Code waited for its briefing. Now
+    it answers first and the session's next event reads it: every turn is archived and the context
+    size is the transcript's last. A usual resume (a few KB unread) is still read before the answer."""
+    tr = _transcript(rig, monkeypatch, "resumed.jsonl")
+    turns = 60  # of ~5 KB: ~300 KB, far over SESSION_START_READ
+    _write_turns(tr, turns, "a session from before the daemon knew it. " * 120, 50_000, 100)
+    assert tr.stat().st_size > 4 * DV.SESSION_START_READ
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg)
+        await rig.svc.hook(rig.payload("SessionStart", source="resume", transcript_path=str(tr)))
+        assert rig.db("SELECT count(*) FROM archive WHERE kind = 'assistant'") == [(0,)]  # answered unread
+        assert rig.svc.sessions[SID].cursor.offset == 0
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+        assert await rig.svc.backlog.wait(None, 30)
+        texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
+        assert sorted(t[0][:6] for t in texts) == [f"TURN{i:02d}" for i in range(turns)]
+        assert rig.svc.sessions[SID].context_tokens == 50_000 + (turns - 1) * 100
+        # a usual resume: the few KB written since are read before the answer
+        _write_turns(tr, 2, "one more turn. ", 70_000, 10)
+        await rig.svc.hook(rig.payload("SessionStart", source="resume", transcript_path=str(tr)))
+        assert rig.svc.sessions[SID].cursor.offset == tr.stat().st_size
+        assert rig.svc.sessions[SID].context_tokens == 70_010
         tg.cancel_scope.cancel()

@@ -120,3 +120,24 @@ async def test_a_frame_the_parser_cannot_handle_gets_a_parse_error(monkeypatch: 
     assert reply is not None
     obj = json.loads(reply)
     assert obj["id"] is None and obj["error"]["code"] == -32700 and obj["error"]["data"]["name"] == "parse_error"
+
+
+def test_an_accepted_socket_is_used_only_through_the_connection_class() -> None:
+    """Issue 18 item 5: the raw connection socket (its recv, send and close, and the ``sock`` that holds
+    it) is touched only inside ``_Conn``, which holds the deadline and close rules."""
+    import ast
+
+    import ctxlifed.server.listener as L
+
+    tree = ast.parse(Path(L.__file__).read_text(encoding="utf-8"))
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "_Conn":
+            inside.update(id(n) for n in ast.walk(node))
+    raw = {"recv", "recv_into", "send", "sendall", "sendmsg", "recvmsg", "shutdown", "sock"}
+    # ``conn.send`` is the class's own method (with its deadline); anything else named so is raw.
+    outside = [f"line {n.lineno}: .{n.attr}" for n in ast.walk(tree)
+               if isinstance(n, ast.Attribute) and n.attr in raw and id(n) not in inside
+               and not (n.attr == "send" and isinstance(n.value, ast.Name) and n.value.id == "conn")]
+    assert outside == []
+    assert any(isinstance(n, ast.ClassDef) and n.name == "_Conn" for n in ast.walk(tree))

@@ -191,3 +191,63 @@ def test_shim_imports_only_what_a_socket_client_needs() -> None:
     added = set(r.stdout.strip().split(","))
     forbidden = {"json", "subprocess", "msgspec", "anyio", "sqlite3", "ctxlifed", "asyncio", "structlog"}
     assert not (added & forbidden), added & forbidden
+
+
+# -- the reply decoded without json -------------------------------------------------------------------
+def _load_shim() -> dict[str, Any]:
+    import runpy
+
+    return runpy.run_path(str(SHIM), run_name="not_main")
+
+
+def _reply(rid: bytes, stdout: str, exit_code: int = 0) -> bytes:
+    """The daemon's exact encoding of a hook answer (protocol envelope + HookResult)."""
+    from ctxlifed.protocol import _methods as M
+    from ctxlifed.protocol._envelope import encode_result
+
+    return encode_result(rid.decode(), M.HookResult(stdout=stdout, exit_code=exit_code)).rstrip(b"\n")
+
+
+BRIEFING = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext":
+                       "ctxlifed memory for \"shop\":\n\t- decided: cents, not floats \\ 10% off ≥ 10 items 🛒\r\x01 /x"}},
+                      ensure_ascii=False)
+
+
+def test_an_escaped_briefing_is_decoded_without_importing_json() -> None:
+    """SessionStart answers with a JSON text (quotes, newlines, control characters, non-ASCII): the
+    shim decodes the daemon's reply without importing json, whose import (through re) cost more than
+    the rest of the shim's start-up (Claude Code timed SessionStart about twice as long as other hooks)."""
+    reply = _reply(b"00ff", BRIEFING, 2)
+    code = (
+        "import sys; sys.argv=['x']; import runpy;"
+        f" g=runpy.run_path({str(SHIM)!r}, run_name='not_main');"
+        f" got=g['_answer']({reply!r}, b'00ff');"
+        " print(repr(got)); print('json' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
+    got, imported = r.stdout.strip().split("\n")
+    assert eval(got) == (BRIEFING, 2)  # noqa: S307 - our own repr
+    assert imported == "False"
+
+
+@pytest.mark.parametrize("body", [b'a"b', b"a\\", b"a\\x", b"\\u12", b"\\u12G4", b"\\ud800", b"x\\udc00y",
+                                  b"a\nb", b"\xff", b"\\ud800\\u0041"])
+def test_a_body_that_is_not_exactly_a_json_string_goes_to_json(body: bytes) -> None:
+    """Anything but a valid string body without lone surrogates is left to json (None here), which
+    gives the same answer json always gave (or refuses it)."""
+    assert _load_shim()["_json_string"](body) is None
+
+
+def test_replies_decode_as_json_decodes_them() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    shim = _load_shim()
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(), st.sampled_from([0, 2]))
+    def check(text: str, code: int) -> None:
+        reply = _reply(b"abcd", text, code)
+        assert shim["_answer"](reply, b"abcd") == (json.loads(reply)["result"]["stdout"], code)
+
+    check()

@@ -5,7 +5,9 @@ Rules:
   daemon per data dir: a second one, whatever its socket, exits naming the first's pid and socket,
   except a socket-activated one, which asks the first to stop and takes over);
   runtime dir created/verified 0700; the socket flock; bind (or take systemd's socket); open the
-  store and migrate; ingest the spool; only then READY=1 and ``task_status``.
+  store and migrate; ingest the spool; warm the hot path up (``core/warmup.py``: its first-use
+  compiles, and ``Readers.warm``: a worker thread and a connection's schema, are paid here, not by
+  the first hook); only then READY=1 and ``task_status``.
 - Stop: SIGTERM/SIGINT (or the ``shutdown`` method) stops accepting, lets in-flight requests finish
   (grace period), commits, checkpoints, unlinks the socket only if it is still ours, exits 0.
   A second signal forces an immediate exit. Nothing waits out a timeout on the way: the file
@@ -39,6 +41,7 @@ import anyio.to_thread
 import structlog
 
 from . import __version__
+from .core.warmup import warm_up
 from .protocol import _errors as E
 from .runtime import logs, systemd
 from .runtime.config import Config, load
@@ -46,6 +49,7 @@ from .runtime.dirs import ensure_data_dir, ensure_private_dir
 from .runtime.lock import AlreadyRunning, acquire_lock, bind_unix, owns_socket, request_shutdown, unlink_if_owned
 from .runtime.logs import configure as configure_logging  # noqa: F401 - the daemon's main and bench use it
 from .runtime.paths import Paths
+from .scheduler import Scheduler
 from .server.listener import Limits, Server
 from .service import retention
 from .service.app import Service
@@ -58,11 +62,6 @@ TAKEOVER_S = 2 * GRACE_S + 5  # how long a socket-activated daemon waits for the
 OWNERSHIP_CHECK_S = 2.0
 SPOOL_POLL_S = 1.0
 CHECKPOINT_S = 2.0  # background PASSIVE checkpoints (off the commit path; see store.db.Writer)
-# The writer's idle work (trigram indexing, index merges: ~4 ms of CPU per 10 KB tool output) waits
-# for a pause in requests this long. Claude Code's hooks pause for the model's turn (hundreds of ms
-# and more) but can come ~15-30 ms apart in a burst of tool calls: maintenance goes to the pauses,
-# not between the hooks of a burst (and under sustained load, Writer.IDLE_MAX_LAG_S still runs it).
-IDLE_QUIET_S = 0.05
 FD_RESERVE = 32  # database (writer + readers: db, wal, shm), listener, lock, log, watcher, transcripts
 
 
@@ -160,14 +159,17 @@ class Daemon:
             self._close_locks()
             raise
         t0 = time.monotonic()
+        # Who waits for whom (replies, reads, derivation, idle work): one object, the rules in scheduler.py.
+        scheduler = Scheduler()
         try:
             self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
-                                 max_bytes=self.cfg.max_db_mb << 20)
+                                 max_bytes=self.cfg.max_db_mb << 20, scheduler=scheduler)
             self.readers = Readers(self.paths.db)
         except BaseException:
             self._close()  # a store that cannot be opened (StoreUnusableError) leaves no socket behind
             raise
-        self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0)
+        self.service = svc = Service(self.cfg, self.paths, self.writer, self.readers, started=t0,
+                                          scheduler=scheduler)
         limits = Limits(max_frame=self.cfg.max_frame, max_batch=self.cfg.max_batch,
                         max_connections=fd_budget(self.cfg.max_connections), idle_timeout_s=self.cfg.idle_timeout_s,
                         request_timeout_s=self.cfg.request_timeout_s)
@@ -175,31 +177,10 @@ class Daemon:
         async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
             return await svc.dispatch(method, params, rid)
 
-        self.server = server = Server(dispatch, limits, translate=translate)
+        self.server = server = Server(dispatch, limits, translate=translate, scheduler=scheduler)
         listeners = socks  # raw, non-blocking: the server accepts on them (server/listener.py)
         try:
             async with anyio.create_task_group() as tg:
-                # Derivation yields to replies in progress.
-                svc.backlog.busy = lambda: server.answering > 0
-                svc.backlog.last_request = lambda: server.last_request
-                svc.alone = lambda: server.active <= 1
-                # The writer's idle work (trigram backlog, merges) waits for replies and derivations
-                # alike, and for IDLE_QUIET_S without a request; a request interrupts it (preempt).
-                writer = self.writer
-
-                def idle() -> bool:
-                    return (server.answering == 0 and not svc.backlog.pending()
-                            and time.monotonic() - server.last_request >= IDLE_QUIET_S)
-
-                def quiet() -> None:
-                    svc.backlog.notify()
-                    if idle():
-                        writer.nudge()
-
-                writer.idle_allowed = idle
-                server.on_request = writer.preempt
-                server.on_quiet = quiet
-                svc.backlog.on_empty = quiet
                 svc.bind(tg)
                 try:
                     await svc.recover()  # events acknowledged but not derived before the last stop
@@ -214,6 +195,11 @@ class Daemon:
                 await tg.start(self._signal_watch)
                 tg.start_soon(self._housekeeping)
                 tg.start_soon(self._watch_files)
+                try:  # the hot path's first-use work, so the first hook does not pay it
+                    warm_up()
+                    await self.readers.warm()
+                except Exception:  # noqa: BLE001 - never a reason not to start
+                    log.exception("warm_up_failed")
                 ready_ms = (time.monotonic() - t0) * 1000
                 log.info("ready", version=__version__, socket=self.paths.socket, db=self.paths.db,
                          activated=self.activated, pid=os.getpid(), ready_ms=round(ready_ms, 1),

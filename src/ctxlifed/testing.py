@@ -40,9 +40,10 @@ def daemon_env(base: Path, **extra: str) -> dict[str, str]:
 
 
 def start_daemon(base: Path, env: dict[str, str], log: Path | None, *, timeout: float = 20.0, expect_ready: bool = True,
-                 python: str = sys.executable, **popen_kw: Any) -> tuple[subprocess.Popen[bytes], float]:
-    """Start ``python -m ctxlifed`` with stdout/stderr appended to ``log`` (``/dev/null`` when None, as
-    the hook shim starts it); return it and the seconds it took to report READY=1 (0.0 when
+                 python: str = sys.executable, args: tuple[str, ...] = (),
+                 **popen_kw: Any) -> tuple[subprocess.Popen[bytes], float]:
+    """Start ``python -m ctxlifed [args]`` with stdout/stderr appended to ``log`` (``/dev/null`` when None,
+    as the hook shim starts it); return it and the seconds it took to report READY=1 (0.0 when
     ``expect_ready`` is false). Raises AssertionError on timeout."""
     notify_path = str(base / f"n{time.monotonic_ns() % 1000000}.sock")
     ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -51,7 +52,7 @@ def start_daemon(base: Path, env: dict[str, str], log: Path | None, *, timeout: 
     t0 = time.perf_counter()
     try:
         with open(log if log is not None else os.devnull, "ab") as logf:
-            proc = subprocess.Popen([python, "-m", "ctxlifed"], env=dict(env, NOTIFY_SOCKET=notify_path),
+            proc = subprocess.Popen([python, "-m", "ctxlifed", *args], env=dict(env, NOTIFY_SOCKET=notify_path),
                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, **popen_kw)
         if not expect_ready:
             return proc, 0.0

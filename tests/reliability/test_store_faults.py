@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import pytest
 
+from ctxlifed import scheduler
 from ctxlifed.cli.main import main as cli_main
 from ctxlifed.protocol import _methods as M
 from ctxlifed.runtime.config import load
@@ -165,7 +166,7 @@ async def test_reads_do_not_wait_for_a_derivation_stalled_on_a_storage_fault(sho
     """Acknowledged events whose derivation fails on a full store: status and recall answer from what is
     stored instead of waiting for the backlog (READ_WAIT_S is made endless here: a read that waits hangs);
     once there is room the backlog drains and reads wait for it again."""
-    monkeypatch.setattr(DV, "READ_WAIT_S", 3600.0)
+    monkeypatch.setattr(scheduler, "READ_WAIT_S", 3600.0)
     monkeypatch.setattr(DV, "RETRY_S", 0.05)
     proj = short_tmp / "proj"
     (proj / ".git").mkdir(parents=True)

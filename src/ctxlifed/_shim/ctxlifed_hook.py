@@ -5,8 +5,9 @@
 Rules:
 - Standard library only, and only what a socket client needs (``_socket``, the C socket type:
   ``socket.py`` would cost more than the rest of the start-up together; os, sys, time). json and
-  subprocess are imported lazily on the rare paths that need them: the usual reply (an empty or
-  plain stdout) is recognised byte for byte. It must start fast.
+  subprocess are imported lazily on the rare paths that need them: the daemon's usual reply (an
+  empty stdout, or a briefing whose JSON string escapes are decoded here) is recognised byte for
+  byte; anything else goes to json. It must start fast.
 - Fail open, always: daemon absent, hung (SIGSTOP), slow, untrusted or answering garbage -> exit 0
   with empty stdout before the deadline. The deadline counts from this process's start, spooling
   included: ``CTXLIFED_HOOK_DEADLINE`` seconds (default 1.5, capped at 4.0, under Claude Code's
@@ -369,25 +370,70 @@ def _mark(folder, stalled):
         pass
 
 
-_NOT_PLAIN = bytes(range(32)) + b'"\\'
+_CONTROL = bytes(range(32))
+_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", ord("b"): "\b", ord("f"): "\f", ord("n"): "\n",
+            ord("r"): "\r", ord("t"): "\t"}
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _json_string(raw):
+    """The text of ``raw``, the body of a JSON string (between its quotes), decoded without importing
+    json (whose import, through ``re``, costs more than the rest of the shim's start). None when it is
+    not exactly a valid string body or holds a lone surrogate: json decides then."""
+    if len(raw.translate(None, _CONTROL)) != len(raw):
+        return None
+    parts = []
+    i, n = 0, len(raw)
+    try:
+        while i < n:
+            j = raw.find(b"\\", i)
+            seg = raw[i:] if j < 0 else raw[i:j]
+            if b'"' in seg:
+                return None
+            parts.append(seg.decode("utf-8"))
+            if j < 0:
+                break
+            c = raw[j + 1] if j + 1 < n else -1
+            if c in _ESCAPES:
+                parts.append(_ESCAPES[c])
+                i = j + 2
+                continue
+            if c != ord("u"):
+                return None
+            cp = _hex4(raw, j + 2)
+            i = j + 6
+            if 0xD800 <= cp < 0xDC00 and raw[i:i + 2] == b"\\u":
+                low = _hex4(raw, i + 2)
+                if 0xDC00 <= low < 0xE000:
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+            if 0xD800 <= cp < 0xE000:
+                return None  # a lone surrogate
+            parts.append(chr(cp))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return "".join(parts)
+
+
+def _hex4(raw, i):
+    h = raw[i:i + 4]
+    if len(h) != 4 or not all(b in _HEX for b in h):
+        raise ValueError("not a \\u escape")
+    return int(h, 16)
 
 
 def _plain_answer(line, rid):
-    """The usual reply decoded without importing json: the daemon's exact encoding of a result whose
-    stdout needs no unescaping (empty, most of the time). None for anything else (json decides)."""
+    """The usual reply decoded without importing json: the daemon's exact encoding of a result (an
+    empty stdout most of the time; a SessionStart briefing, escaped, at the start of a session).
+    None for anything else (json decides)."""
     head = b'{"jsonrpc":"2.0","id":"' + rid + b'","result":{"stdout":"'
     if not line.startswith(head):
         return None
     rest = line[len(head):]
     for code, tail in ((0, b'","exit_code":0}}'), (2, b'","exit_code":2}}')):
         if rest.endswith(tail):
-            raw = rest[: len(rest) - len(tail)]
-            if len(raw.translate(None, _NOT_PLAIN)) != len(raw):
-                return None
-            try:
-                return raw.decode("utf-8"), code
-            except UnicodeDecodeError:
-                return None
+            text = _json_string(rest[: len(rest) - len(tail)])
+            return None if text is None else (text, code)
     return None
 
 

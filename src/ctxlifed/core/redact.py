@@ -102,6 +102,34 @@ class _Lazy:
         return value
 
 
+def compile_all() -> int:
+    """Compile every rule now; returns how many. The daemon calls it before READY (it redacts every
+    event, so each rule is used sooner or later, and the first hook should not pay for it); the shim
+    never does (it redacts one spool line, where most rules never run)."""
+    seen: set[int] = set()
+    n = 0
+
+    def visit(obj: Any) -> None:
+        nonlocal n
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, _Lazy):
+            if obj._compiled is None:
+                obj._compiled = re.compile(obj.pattern, obj._flags)
+                n += 1
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for x in obj:
+                visit(x)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                visit(x)
+
+    for value in list(globals().values()):
+        visit(value)
+    return n
+
+
 def _prefixed(prefix: str, body: str, *, end: str = f"(?![{_TOKCH}])") -> re.Pattern[str]:
     """A token regex that starts with a literal ``prefix`` (fast scan), then asserts nothing
     token-like precedes it, then ``body``, then asserts nothing token-like follows."""

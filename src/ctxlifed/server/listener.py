@@ -2,6 +2,8 @@
 
 Rules:
 - Thin: bytes in -> ``protocol`` -> ``dispatch`` -> bytes out. No domain logic here.
+- The server tells the daemon's ``Scheduler`` when it begins and ends answering a frame and when a
+  connection opens and closes; background work yields to replies by the rules written there.
 - Every connection: peer uid checked (SO_PEERCRED) before a byte is read; a foreign uid is closed
   with no answer. Each frame must arrive within ``request_timeout_s`` of its first byte, and a
   connection idle for ``idle_timeout_s`` is closed (slowloris-safe). Frames are capped. A reply
@@ -46,6 +48,7 @@ import structlog
 from .. import protocol as P
 from ..protocol import _errors as E
 from ..runtime.lock import peer_uid
+from ..scheduler import Scheduler
 
 log = structlog.get_logger("ctxlifed.server")
 
@@ -155,8 +158,10 @@ class _RateLimited:
 
 
 class Server:
-    def __init__(self, dispatch: Dispatch, limits: Limits, *, translate: Callable[[BaseException], E.RpcError | None] | None = None) -> None:
+    def __init__(self, dispatch: Dispatch, limits: Limits, *, translate: Callable[[BaseException], E.RpcError | None] | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.dispatch = dispatch
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
         self.limits = limits
         self.translate = translate
         self.in_flight = 0
@@ -169,10 +174,6 @@ class Server:
         self._conns: set[_Conn] = set()
         self._idle = anyio.Event()
         self._idle.set()
-        self.answering = 0  # frames being handled or answered (until the reply is written)
-        self.on_quiet: Callable[[], None] | None = None  # called when ``answering`` drops to 0
-        self.last_request = 0.0  # monotonic time the last frame began to be handled
-        self.on_request: Callable[[], None] | None = None  # called when a frame begins to be handled
         self._log_accept = _RateLimited("accept_failed")
         self._log_evict = _RateLimited("connection_evicted")
         self.uid = os.geteuid()
@@ -293,6 +294,7 @@ class Server:
                 await conn.send(P.encode_rpc_error(None, E.Busy("too many connections")), 1.0)
                 return
             self._conns.add(conn)
+            self.scheduler.connection_opened()
             if self._idle.is_set():
                 self._idle = anyio.Event()
             try:
@@ -301,6 +303,7 @@ class Server:
                 pass
             finally:
                 self._conns.discard(conn)
+                self.scheduler.connection_closed()
                 self._check_idle()
 
     async def _serve(self, conn: _Conn) -> None:
@@ -324,13 +327,13 @@ class Server:
                     break
                 unyielded += 1
                 conn.busy = True
-                self._begin_answer()
+                self.scheduler.request_began()
                 try:
                     reply = await self.handle_frame(frame)
                     sent = reply is None or await conn.send(reply, self.limits.request_timeout_s)
                 finally:
                     conn.busy = False
-                    self._end_answer()
+                    self.scheduler.request_ended()
                 if not sent:
                     log.info("request", method="-", outcome="reply_not_read")
                     return
@@ -404,17 +407,6 @@ class Server:
         (log.info if outcome != "ok" or ms >= SLOW_MS else log.debug)(
             "request", method=call.method, ms=round(ms, 3), outcome=outcome, notification=call.notification)
         return None if call.notification else reply
-
-    def _begin_answer(self) -> None:
-        self.answering += 1
-        self.last_request = time.monotonic()
-        if self.on_request is not None:
-            self.on_request()  # background work that yields to replies: stop now
-
-    def _end_answer(self) -> None:
-        self.answering -= 1
-        if self.answering == 0 and self.on_quiet is not None:
-            self.on_quiet()  # background work that yields to replies may go on
 
     def _check_idle(self) -> None:
         if self.in_flight == 0 and (not self.stopping or not self._conns):

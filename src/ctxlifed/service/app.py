@@ -29,7 +29,8 @@ Rules:
   their figures come from the same Budget that ``status`` reports.
 - The category matrix in use (``Service.matrix``: the default of ``core/matrix.py`` with the config's
   overrides) ranks compression, sizes the must-survive set and writes the ``/compact`` focus line.
-- Reads wait for the derivation backlog (bounded), except while it is stalled on a storage fault:
+- Reads wait for the derivation backlog (bounded; recall not for a burst's: ``scheduler.py``), except
+  while it is stalled on a storage fault:
   then they answer at once from what is stored.
 - Pending items close on the evidence of the event that brings it (core/pending.py), in that event's
   writer job; only open items that are not stale are injected (SessionStart, the /compact focus line,
@@ -64,6 +65,7 @@ from ..protocol import _methods as methods
 from ..runtime.config import Config
 from ..runtime.ctl import ctl_command
 from ..runtime.paths import Paths
+from ..scheduler import Scheduler
 from ..store import hook_writes, ops, outputs, session_reads
 from ..store.db import Readers, StorageFullError, Writer
 from . import compaction, compress, cost
@@ -95,17 +97,18 @@ _enc = msgspec.json.Encoder()
 
 class Service:
     def __init__(self, cfg: Config, paths: Paths, writer: Writer, readers: Readers, *,
-                 clock: Callable[[], float] = time.time, started: float | None = None) -> None:
+                 clock: Callable[[], float] = time.time, started: float | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.cfg = cfg
         self.paths = paths
         self.writer = writer
         self.readers = readers
         self.clock = clock
         self.started = started if started is not None else time.monotonic()
-        self.backlog = derivation.Backlog()
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
+        self.backlog = derivation.Backlog(self.scheduler)
         self.registry = SessionRegistry(readers, self.backlog.pending)
         self.sessions = self.registry.sessions  # the same mapping: session id -> SessionState
-        self.alone: Callable[[], bool] = lambda: True  # no other connection open (the server says)
         self.lessons = lessons_svc.Lessons(readers, writer, clock,
                                            on_stored=lambda project: self.spawn(self.ledgers.write_lessons, project))
         self.ledgers = LedgerWriter(writer, readers, config=lambda: self.cfg, clock=clock)
@@ -160,7 +163,8 @@ class Service:
 
     async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
         """Answer one request: the route of ``ROUTES`` for ``method``."""
-        return await dispatch_request(ROUTES, self, method, params, rid, wait_derived=self.wait_derived)
+        return await dispatch_request(ROUTES, self, method, params, rid, wait_derived=self.wait_derived,
+                                      read_wait=lambda m: self.scheduler.read_wait_s(m, self.backlog.pending()))
 
     async def recall(self, p: methods.RecallParams) -> methods.RecallResult:
         """``recall`` without the wait for the backlog (tests and in-process callers)."""
@@ -176,7 +180,7 @@ class Service:
         a storage fault (a full or unwritable store), which cannot progress: while it is stalled the
         read answers at once from what is stored (status reports what is still pending), and a wait
         in progress ends at the deriver's next failed attempt."""
-        if not self.backlog.pending() or self.derive_stalled:
+        if not self.backlog.pending() or self.derive_stalled or timeout == 0:
             return
         failed = self._derive_failed_again
         async with anyio.create_task_group() as tg:
@@ -236,13 +240,13 @@ class Service:
                                              edited_paths=st.files_touched, transcript_path=st.transcript_path,
                                              session=st.session)
         if pending is None:
-            eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
+            eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.scheduler.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
             try:
-                eid, aid = await self.writer.run(partial(outputs.store_ack, row, pending.row), inline=self.alone())
+                eid, aid = await self.writer.run(partial(outputs.store_ack, row, pending.row), inline=self.scheduler.alone())
             except StorageFullError:  # no room for the original: acknowledge the event alone, keep the output
                 pending = None
-                eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.alone()), 0
+                eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.scheduler.alone()), 0
         if not eid:  # a replay of an event already stored
             return methods.HookResult()
         tool_id = s(payload.get("tool_use_id"))
@@ -354,7 +358,9 @@ class Service:
         await pause()
         tdelta = (await self.transcripts.read(st, behind=self.backlog.pending(st.session) - 1 if deferred else 0,
                                               pause=pause)
-                  if event not in ("PreToolUse",) else None)
+                  if derivation.read_before_answer(event, deferred=deferred, transcript=st.transcript_path,
+                                                   offset=st.cursor.offset, roots=self.cfg.allowed_transcript_roots)
+                  else None)
         await pause()
         if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
             st.context_tokens, st.estimated = payload["context_tokens"], False
@@ -647,14 +653,14 @@ ROUTES: dict[str, Route] = {
     "ping": Route(_route_ping),
     "hello": Route(_route_hello),
     "shutdown": Route(_route_shutdown),
-    "status": Route(_route_status, derivation.READ_WAIT_S),
-    "recall": Route(_route_recall, derivation.READ_WAIT_S),
-    "phase.set": Route(_route_phase_set, derivation.READ_WAIT_S),
-    "forget": Route(_route_forget, None),
-    "pending": Route(_route_pending, derivation.READ_WAIT_S),
-    "lessons": Route(_route_lessons, derivation.READ_WAIT_S),
-    "memory.prune": Route(_route_memory_prune, derivation.READ_WAIT_S),
-    "compactions": Route(_route_compactions, derivation.READ_WAIT_S),
-    "report": Route(_route_report, derivation.READ_WAIT_S),
+    "status": Route(_route_status, read=True),
+    "recall": Route(_route_recall, read=True),
+    "phase.set": Route(_route_phase_set, read=True),
+    "forget": Route(_route_forget, read=True),
+    "pending": Route(_route_pending, read=True),
+    "lessons": Route(_route_lessons, read=True),
+    "memory.prune": Route(_route_memory_prune, read=True),
+    "compactions": Route(_route_compactions, read=True),
+    "report": Route(_route_report, read=True),
     "wrap.store": Route(_route_wrap_store),
 }

@@ -11,13 +11,22 @@ Rules:
 - One deriver, jobs in commit order (so in order per session), each under the session's derive
   lock; the writer job that stores the derived rows clears ``pending`` in the same transaction, so
   an event is derived exactly once, and a crash leaves it pending for the next start (``recover``).
-- Priority to replies: before a job and between its steps (``pause``) the deriver waits until no
-  request is being answered and none began for ``QUIET_S``, unless somebody waits for the backlog
-  (a read, a sync event, the shutdown): then it runs flat out. Its writer jobs are low priority.
+- Priority to replies: before a job and between its steps (``pause``) the deriver asks the
+  daemon's ``Scheduler`` for its turn (the rules are written there: no request being answered and
+  none began for ``scheduler.DERIVE_QUIET_S``, unless somebody waits for the backlog: then it runs
+  flat out). Its writer jobs are low priority. The backlog tells the scheduler how many jobs are
+  queued (idle work waits for none).
   Under a sustained burst the backlog grows (to ``MAX_BACKLOG``, then backpressure) and drains
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
-- Reads that must see every acknowledged event (recall, status, lessons, compactions, forget) wait
-  for the backlog first, at most ``READ_WAIT_S`` (status reports what is still pending).
+- SessionStart answers before it reads a transcript it is far behind on (``read_before_answer``):
+  a resumed session the daemon has never seen, or lost track of, can hold MBs of lines, and parsing
+  them inline delayed Claude Code's briefing by as long (bench/bench_cli_hooks.py). More than ``SESSION_START_READ``
+  unread bytes are left to the session's next events (read ``MAX_TRANSCRIPT_READ`` an event, as a
+  transcript met late always was); the briefing then has no figure from them yet, never a stale one.
+  Every other inline event (PreCompact, PostCompact, SessionEnd) reads all it can, as before.
+- Reads (recall, status, lessons, compactions, forget) wait for the backlog first, each at most
+  ``Scheduler.read_wait_s`` (rule 2 in ``scheduler.py``: forget for all of it; recall not for a
+  burst's backlog: it answers from what is stored; status reports what is still pending).
 - Bounded: at ``MAX_BACKLOG`` jobs an acknowledgement first waits for room (``room``: the deriver
   runs flat out meanwhile), so a sustained overload slows answers to the derivation rate instead of
   growing the queue. The first ``KEEP_PAYLOADS`` jobs keep their payload in memory; later ones re-read
@@ -30,6 +39,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,7 +49,9 @@ import anyio
 import anyio.lowlevel
 import structlog
 
+from ..scheduler import Scheduler
 from ..store.db import StorageFullError
+from . import files
 
 log = structlog.get_logger("ctxlifed.derive")
 
@@ -52,10 +64,11 @@ DEFERRABLE = frozenset({
     "CwdChanged", "FileChanged", "ConfigChange", "Elicitation", "ElicitationResult",
     "WorktreeCreate", "WorktreeRemove", "PostModelSwitch",
 })
+# At most this many unread transcript bytes are read before a SessionStart answer (a usual resume
+# or compaction has a few KB to read; a transcript seen for the first time can have MBs).
+SESSION_START_READ = 64 << 10
 MAX_BACKLOG = 20_000  # ~0.5 KB of memory a job: bounded to ~10 MB
 KEEP_PAYLOADS = 256
-READ_WAIT_S = 5.0
-QUIET_S = 0.002  # the deriver waits for this long a gap between requests
 YIELD_S = 0.001  # a pause runs the event loop once if it has not run for this long
 RETRY_S = 1.0
 
@@ -74,16 +87,12 @@ class Job:
 
 
 class Backlog:
-    def __init__(self) -> None:
+    def __init__(self, scheduler: Scheduler | None = None) -> None:
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
         self.jobs: collections.deque[Job] = collections.deque()  # commit order, all sessions
         self.by_session: dict[str, collections.deque[Job]] = {}  # the same jobs, per session
         self.queued = 0  # jobs not derived yet (``jobs`` may hold done ones until they are reached)
-        self.urgent = 0  # waiters: while > 0 the deriver ignores replies in progress
         self.first: collections.Counter[str] = collections.Counter()  # sessions somebody waits for: first
-        self.busy: Callable[[], bool] | None = None  # a reply is in progress (set by the daemon)
-        self.last_request: Callable[[], float] | None = None  # monotonic time the last request began
-        self.on_empty: Callable[[], None] | None = None  # the last job is derived (the daemon: nudge the writer)
-        self._go = anyio.Event()  # set by ``notify``: replies done, or somebody waits for us
         self.derived = 0
         self.failed = 0
         self._yielded = 0.0  # monotonic time a pause last let the event loop run
@@ -102,6 +111,7 @@ class Backlog:
         self.jobs.append(job)
         self.by_session.setdefault(job.sid, collections.deque()).append(job)
         self.queued += 1
+        self.scheduler.derivations_queued(self.queued)
         self._wake.set()
 
     def pending(self, sid: str | None = None) -> int:
@@ -110,49 +120,30 @@ class Backlog:
         q = self.by_session.get(sid)
         return len(q) if q else 0
 
-    def notify(self) -> None:
-        """Wake a paused deriver (the server calls this when no reply is in progress any more)."""
-        self._go.set()
-
     async def pause(self) -> None:
-        """Let replies go first: wait until none is in progress and none began in the last
-        ``QUIET_S`` (requests of a busy daemon come closer than that; Claude Code's never do: each
-        hook is a process start apart). Unless somebody waits for the backlog. A pause also lets the
-        event loop run when ``YIELD_S`` passed since the last one did: a request that arrived meanwhile
-        is not seen (accepted, counted as in progress) until the loop gets to it."""
+        """Let replies go first: wait for the scheduler's turn (``Scheduler.derive_turn``). A pause
+        also lets the event loop run when ``YIELD_S`` passed since the last one did: a request that
+        arrived meanwhile is not seen (accepted, counted as in progress) until the loop gets to it."""
         now = time.monotonic()
         if now - self._yielded >= YIELD_S:
             self._yielded = now
             await anyio.lowlevel.checkpoint()
-        while not self.urgent:
-            if self.busy is not None and self.busy():
-                self._go = anyio.Event()
-                await self._go.wait()
-                continue
-            since = time.monotonic() - self.last_request() if self.last_request is not None else QUIET_S
-            if since >= QUIET_S:
-                return
-            with anyio.move_on_after(QUIET_S - since):
-                self._go = anyio.Event()
-                await self._go.wait()  # an urgent waiter cuts the wait short
+        await self.scheduler.derive_turn()
 
     async def wait(self, sid: str | None = None, timeout: float | None = None) -> bool:
         """Wait until ``sid``'s jobs (all jobs with None) are derived; False on timeout. A session
         waited for is derived first, ahead of older jobs of other sessions."""
         if not self.pending(sid):
             return True
-        self.urgent += 1
         if sid is not None:
             self.first[sid] += 1
-        self.notify()
         try:
-            with anyio.move_on_after(timeout):
+            with self.scheduler.waiting_for_derivation(), anyio.move_on_after(timeout):
                 while self.pending(sid):
                     await self._changed.wait()
                 return True
             return False
         finally:
-            self.urgent -= 1
             if sid is not None:
                 self.first[sid] -= 1
                 if self.first[sid] <= 0:
@@ -162,13 +153,9 @@ class Backlog:
         """Backpressure: while the backlog is full, wait (deriving flat out) until it is not."""
         if not self.full():
             return
-        self.urgent += 1
-        self.notify()
-        try:
+        with self.scheduler.waiting_for_derivation():
             while self.full():
                 await self._changed.wait()
-        finally:
-            self.urgent -= 1
 
     def _next(self) -> Job | None:
         for sid in self.first:
@@ -190,8 +177,7 @@ class Backlog:
             self.jobs.popleft()
         self._changed.set()
         self._changed = anyio.Event()
-        if not self.queued and self.on_empty is not None:
-            self.on_empty()
+        self.scheduler.derivations_queued(self.queued)
 
     async def run(self, derive: Callable[[Job], Awaitable[None]]) -> None:
         """The deriver: forever, oldest job first (a waited-for session's first)."""
@@ -215,3 +201,26 @@ class Backlog:
                 self.failed += 1
             self.derived += 1
             self._done(job)
+
+
+def read_before_answer(event: str, *, deferred: bool, transcript: str | None, offset: int,
+                       roots: Callable[[], tuple[str, ...]]) -> bool:
+    """Whether deriving ``event`` reads its transcript's new lines now: never for PreToolUse (its
+    PostToolUse reads them); for an inline SessionStart only when at most SESSION_START_READ bytes
+    are unread (see the module rules); always otherwise."""
+    if event == "PreToolUse":
+        return False
+    if deferred or event != "SessionStart" or not transcript:
+        return True
+    real = files.transcript_allowed(transcript, roots())
+    if real is None:
+        return True  # the read records why it cannot
+    try:
+        size = os.stat(real).st_size
+    except OSError:
+        return True
+    unread = size - offset if size >= offset else size  # shrunk: read again from the start
+    if unread <= SESSION_START_READ:
+        return True
+    log.info("transcript_read_after_answer", hook_event=event, unread=unread)
+    return False

@@ -4,10 +4,10 @@
 Rules:
 - Every method of ``protocol/_methods.py`` has exactly one route; a method without one is
   ``MethodNotFound`` (``decode_params`` has refused unknown names before).
-- A route's ``wait`` says how long a read waits for the derivation backlog first, so it sees every
-  acknowledged event (``Service.wait_derived``): ``NO_WAIT`` for the liveness methods and hooks,
-  ``READ_WAIT_S`` (bounded) for reads, ``None`` (until done) for ``forget``, which must find every row
-  of what it deletes.
+- A read route (``read=True``) waits for the derivation backlog first, so it sees every acknowledged
+  event (``Service.wait_derived``), as long as the scheduler says (``scheduler.read_wait_s``: bounded;
+  ``forget`` until done, recall not for a burst's backlog); the liveness methods, hooks and
+  ``wrap.store`` do not wait.
 - A handler receives the Service, the decoded params and the request id, and passes on to the
   method's module only what it uses; it returns the result Struct or raises a ``protocol._errors``
   error.
@@ -22,22 +22,20 @@ from typing import Any
 from ..protocol import _errors as errors
 from ..protocol import _methods as methods
 
-NO_WAIT = -1.0  # a route that does not wait for the derivation backlog
-
-
 @dataclass(frozen=True)
 class Route:
     handler: Callable[[Any, Any, Any], Awaitable[Any]]  # (service, params, request id) -> result
-    wait: float | None = NO_WAIT  # seconds to wait for the backlog; None: until it is empty
+    read: bool = False  # waits for the derivation backlog first
 
 
 async def dispatch(routes: Mapping[str, Route], service: Any, method: str, params: bytes, rid: Any, *,
+                   read_wait: Callable[[str], float | None],
                    wait_derived: Callable[[float | None], Awaitable[None]]) -> Any:
     """Decode ``params`` for ``method`` and run its route."""
     p = methods.decode_params(method, params)
     route = routes.get(method)
     if route is None:
         raise errors.MethodNotFound(f"Method not found: {method}")
-    if route.wait != NO_WAIT:
-        await wait_derived(route.wait)
+    if route.read:
+        await wait_derived(read_wait(method))
     return await route.handler(service, p, rid)

@@ -12,7 +12,11 @@ Rules:
   ``delete`` of unindexed content would corrupt an external-content index).
 - Readers never wait for the backlog: a substring search also scans the pending rows
   (:func:`pending_matches`, newest first, at most ``SCAN_PENDING`` of them), so a row is findable
-  the moment its hook is acknowledged.
+  by substring the moment it is archived. The scan is bounded so that a recall stays fast however
+  long the backlog (a burst of hooks leaves thousands of rows, indexed only once the daemon is
+  quiet: ``scheduler.py``): staleness bound: a substring-only match (not a whole word: the word
+  index has every archived row) in a pending row older than the newest ``SCAN_PENDING`` is found
+  once the idle work has indexed it (oldest first).
 - Index segments are merged here too, in small steps (``idle_step``), not by FTS5's automerge
   inside whichever insert crosses a threshold (migration 0009).
 - Functions here take a connection and never commit (like ``ops``).
@@ -28,7 +32,7 @@ def _no_table(exc: sqlite3.OperationalError) -> bool:
     return "no such table" in str(exc)
 
 
-SCAN_PENDING = 20_000  # newest pending rows a substring search scans (the backlog is ~0 when idle)
+SCAN_PENDING = 1_000  # newest pending rows a substring search scans (the backlog is ~0 when idle)
 
 
 def index_some(conn: sqlite3.Connection, *, max_rows: int = 32, budget_s: float = 0.003) -> bool:

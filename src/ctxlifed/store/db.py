@@ -18,7 +18,8 @@ Rules:
 - Jobs submitted ``low`` (write-behind derivation) run only when no normal job waits, at most
   ``LOW_GROUP`` per transaction, so an acknowledgement waits for at most one short low group.
 - Idle work (the trigram backlog, ``backlog.py``) runs on the writer thread in its own short
-  transactions when no job is queued and the daemon is quiet (``idle_allowed``), and at least every
+  transactions when no job is queued and the daemon's ``Scheduler`` allows it (``idle_allowed``:
+  the rules are written in ``scheduler.py``; it also tells the writer to ``preempt`` and ``nudge``), and at least every
   ``IDLE_MAX_LAG_S`` under load: work that need not be durable with the acknowledgement stays off
   the reply path but always drains. It uses a second connection (``idle_conn``), only ever from the
   writer thread and never inside a job's transaction, so there is still one writer at a time; that
@@ -85,6 +86,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from ..scheduler import Scheduler
 from . import backlog
 from .schema import applied_names, has_trigram, migrate
 
@@ -329,8 +331,10 @@ class Writer:
     IDLE_RETRY_S = 1.0  # a failed idle step is retried after this long
 
     def __init__(self, path: str, *, min_free_bytes: int = 0, max_group: int = 256, max_bytes: int = 0,
-                 wal_cap: int = WAL_CAP) -> None:
+                 wal_cap: int = WAL_CAP, scheduler: Scheduler | None = None) -> None:
         self.path = path
+        # When idle work may run (asked from the writer thread); it tells us to stop or go.
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
         self.min_free_bytes = min_free_bytes
         self.max_bytes = 0
         self._max_pages = _DEFAULT_MAX_PAGES  # ``max_bytes`` in pages, for every write connection
@@ -390,7 +394,6 @@ class Writer:
         # checkpoint thread), and the writer only steps in past WAL_CAP.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
         # Idle work: the trigram backlog (``backlog.py``), indexed between jobs, off the reply path.
-        self.idle_allowed: Callable[[], bool] = lambda: True  # the daemon: no reply or derivation in progress
         self.idle: Callable[[sqlite3.Connection], bool] | None = (
             backlog.idle_step if "0009_fts_merge" in applied_names(self.conn) else None)
         self._cp_conn: sqlite3.Connection | None = None
@@ -398,6 +401,7 @@ class Writer:
         self._cp_wanted = threading.Event()
         self._cp_thread: threading.Thread | None = None
         self._closing = False
+        self.scheduler.attach_idle_worker(self)
         self._stopped = False  # set by ``close`` once the writer thread is gone: ``submit`` answers at once
         self._submit_lock = threading.Lock()
         self._thread.start()
@@ -567,7 +571,7 @@ class Writer:
                 elif idle_due:
                     # Idle work waits for a quiet daemon (``idle_allowed``), checked every IDLE_POLL_S.
                     try:
-                        item = self._q.get(timeout=0 if self.idle_allowed() else self.IDLE_POLL_S)
+                        item = self._q.get(timeout=0 if self.scheduler.idle_allowed() else self.IDLE_POLL_S)
                     except queue.Empty:
                         break
                 else:
@@ -589,7 +593,7 @@ class Writer:
                     # When quiet, or due for IDLE_MAX_LAG_S (requests or reads keep the daemon from
                     # going quiet): one step now. Interruptible, unless interrupted MAX_PREEMPTS
                     # times in a row: that one runs through (progress).
-                    if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S or self.idle_allowed():
+                    if time.monotonic() - last_idle >= self.IDLE_MAX_LAG_S or self.scheduler.idle_allowed():
                         idle_due, last_idle = self._idle_step(), time.monotonic()
                 continue
             # Acknowledgements first; low-priority jobs in small groups so they never hold one up long.
@@ -1014,6 +1018,11 @@ class Readers:
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._with_conn, fn, limiter=self.limiter)
 
+    async def warm(self) -> None:
+        """One read now, before the first request: it starts the worker thread reads run on (anyio keeps
+        the last one alive) and reads a connection's schema, which the first hook paid for otherwise."""
+        await self.run(_read_schema)
+
     async def search(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """A search on behalf of a client (recall): within ``search_s`` or :class:`QueryTooBroadError`,
         and never more than ``size - RESERVED`` at once (the others wait their turn)."""
@@ -1030,3 +1039,7 @@ class Readers:
                 _abandon(c)  # as Writer.close: one of them may be the last connection
             else:
                 c.close()
+
+
+def _read_schema(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])

@@ -1,0 +1,148 @@
+"""The scheduler's rules (``ctxlifed.scheduler``), driven with a fake clock: no sleeps, no threads."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from ctxlifed import scheduler
+from ctxlifed.scheduler import Scheduler
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def preempt(self) -> None:
+        self.told.append("preempt")
+
+    def nudge(self) -> None:
+        self.told.append("nudge")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def sched(clock: Clock) -> Scheduler:
+    return Scheduler(clock=clock, idle_quiet_s=0.05, derive_quiet_s=0.002)
+
+
+def test_a_fresh_scheduler_lets_everything_run(sched: Scheduler, clock: Clock) -> None:
+    assert sched.derive_delay(clock()) == 0.0
+    assert sched.idle_allowed()
+    assert sched.alone()
+
+
+def test_the_deriver_waits_for_replies_then_for_a_gap(sched: Scheduler, clock: Clock) -> None:
+    sched.request_began()
+    assert sched.derive_delay(clock()) is None  # a reply in progress: until it ends
+    clock.t += 0.0005
+    sched.request_ended()
+    assert sched.derive_delay(clock()) == pytest.approx(0.0015)  # the rest of the gap
+    clock.t += 0.002
+    assert sched.derive_delay(clock()) == 0.0
+
+
+def test_a_waiter_makes_the_deriver_urgent_even_while_replies_run(sched: Scheduler, clock: Clock) -> None:
+    sched.request_began()
+    with sched.waiting_for_derivation():
+        assert sched.derive_delay(clock()) == 0.0
+        with sched.waiting_for_derivation():
+            assert sched.urgent == 2
+        assert sched.derive_delay(clock()) == 0.0
+    assert sched.urgent == 0
+    assert sched.derive_delay(clock()) is None
+
+
+def test_idle_work_waits_for_replies_derivations_and_a_quiet_spell(sched: Scheduler, clock: Clock) -> None:
+    sched.request_began()
+    assert not sched.idle_allowed()
+    sched.request_ended()
+    clock.t += 0.04
+    assert not sched.idle_allowed()  # a request began less than idle_quiet_s ago
+    clock.t += 0.02
+    assert sched.idle_allowed()
+    sched.derivations_queued(3)
+    assert not sched.idle_allowed()  # derivation goes before idle work
+    sched.derivations_queued(0)
+    assert sched.idle_allowed()
+    assert not sched.idle_allowed(now=clock() - 0.02)  # the decision is a function of the time given
+
+
+def test_the_idle_worker_is_stopped_by_a_request_and_woken_when_it_may_run(sched: Scheduler, clock: Clock) -> None:
+    w = Worker()
+    sched.attach_idle_worker(w)
+    sched.request_began()
+    assert w.told == ["preempt"]
+    sched.request_ended()
+    assert w.told == ["preempt"]  # quiet, but not for idle_quiet_s: the worker's own poll finds it later
+    sched.derivations_queued(1)
+    clock.t += 1.0
+    sched.derivations_queued(0)  # the backlog emptied after a quiet spell: idle work may go now
+    assert w.told == ["preempt", "nudge"]
+    sched.request_began()
+    clock.t += 1.0
+    sched.request_ended()  # the last reply ended a long time after it began: wake it
+    assert w.told == ["preempt", "nudge", "preempt", "nudge"]
+
+
+def test_reads_wait_for_the_backlog_but_recall_not_for_a_bursts(sched: Scheduler) -> None:
+    assert sched.read_wait_s("forget", 10**6) is None  # nothing acknowledged escapes a forget
+    assert sched.read_wait_s("status", 10**6) == scheduler.READ_WAIT_S
+    assert sched.read_wait_s("recall", scheduler.RECALL_WAIT_JOBS) == scheduler.READ_WAIT_S  # between hooks
+    assert sched.read_wait_s("recall", scheduler.RECALL_WAIT_JOBS + 1) == 0.0  # after a burst: not at all
+
+
+def test_alone_counts_open_connections(sched: Scheduler) -> None:
+    sched.connection_opened()
+    assert sched.alone()
+    sched.connection_opened()
+    assert not sched.alone()
+    sched.connection_closed()
+    assert sched.alone()
+
+
+@pytest.mark.anyio
+async def test_derive_turn_returns_when_the_last_reply_ends(sched: Scheduler, clock: Clock) -> None:
+    sched.request_began()
+    passed = anyio.Event()
+
+    async def deriver() -> None:
+        await sched.derive_turn()
+        passed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(deriver)
+        await anyio.wait_all_tasks_blocked()
+        assert not passed.is_set()
+        clock.t += 1.0  # the gap after the request has passed by the time it ends
+        sched.request_ended()
+        await passed.wait()
+
+
+@pytest.mark.anyio
+async def test_derive_turn_returns_at_once_for_a_waiter(sched: Scheduler) -> None:
+    sched.request_began()
+    passed = anyio.Event()
+
+    async def deriver() -> None:
+        await sched.derive_turn()
+        passed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(deriver)
+        await anyio.wait_all_tasks_blocked()
+        assert not passed.is_set()
+        with sched.waiting_for_derivation():
+            await passed.wait()
