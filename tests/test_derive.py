@@ -543,3 +543,31 @@ async def test_session_start_answers_before_reading_a_transcript_it_is_far_behin
         assert rig.svc.sessions[SID].cursor.offset == tr.stat().st_size
         assert rig.svc.sessions[SID].context_tokens == 70_010
         tg.cancel_scope.cancel()
+
+
+async def test_status_counts_side_work_until_it_finishes(rig: Rig) -> None:
+    """Side work after a reply (L3 files) is counted by ``status`` while it runs, so a client that must
+    see that nothing more happens waits for ``side_work_pending == 0`` instead of sleeping."""
+    release = anyio.Event()
+    started = anyio.Event()
+
+    async def job() -> None:
+        started.set()
+        await release.wait()
+
+    async def failing_job() -> None:
+        raise RuntimeError("a side job that fails still ends")
+
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        rig.svc.spawn(job)
+        rig.svc.spawn(failing_job)
+        await started.wait()
+        st = await rig.svc.dispatch("status", b"{}")
+        assert st.side_work_pending in (1, 2)  # the failing one may already have ended
+        await anyio.wait_all_tasks_blocked()
+        assert (await rig.svc.dispatch("status", b"{}")).side_work_pending == 1
+        release.set()
+        await anyio.wait_all_tasks_blocked()
+        assert (await rig.svc.dispatch("status", b"{}")).side_work_pending == 0
+        tg.cancel_scope.cancel()

@@ -307,6 +307,14 @@ def wait_until(cond: Callable[[], Any], timeout: float = 20.0, interval: float =
         time.sleep(interval)
 
 
+def settled(d: Any) -> bool:
+    """The daemon has nothing left to do of what it acknowledged: no derivation pending, no side job
+    (L3 Markdown files) running. A test that checks that something did NOT happen waits for this."""
+    r = d.rpc("status", {"limit": 1})
+    res = r.get("result") or {}
+    return res.get("derive_pending") == 0 and res.get("side_work_pending") == 0
+
+
 def run_shim_timed(payload: dict[str, Any] | bytes, env: dict[str, str], timeout: float = 20.0) -> tuple[subprocess.CompletedProcess[bytes], float]:
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     t0 = time.monotonic()

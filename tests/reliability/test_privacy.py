@@ -28,6 +28,7 @@ from ._harness import (
     query,
     recv_line,
     run_shim_timed,
+    settled,
     store_files,
     transcript_line,
     wait_until,
@@ -92,7 +93,7 @@ def test_planted_secrets_never_reach_a_file(rdaemon: Any, short_tmp: Path, figur
     d.rpc("phase.set", {"session": "secrets", "phase": "implementation"})
     d.rpc("hook", hook("SessionEnd", "secrets", str(proj), transcript_path=tp))
     wait_until(lambda: list((proj / "docs" / "memory").rglob("*.md")))
-    time.sleep(0.3)  # background ledger jobs
+    wait_until(lambda: settled(d))  # every side job (ledger pages, their index rows) done
     live = grep_files(_everything_on_disk(d, proj), values)  # while running: WAL included
     d.stop()
     after = grep_files(_everything_on_disk(d, proj), values)
@@ -229,7 +230,7 @@ def _seed_two_projects(d: Any, short_tmp: Path) -> dict[str, Any]:
         wait_until(lambda p=proj: list((p / "docs" / "memory").rglob("phase-*.md")))
         out[name] = {"proj": str(proj), "sid": sid,
                      "markers": [f"QUOKKA{name}{k}" for k in ("DECISION", "PROMPT", "COMMAND", "OUTPUT", "TRANSCRIPT")]}
-    time.sleep(0.3)  # the ledger jobs' index writes
+    wait_until(lambda: settled(d))  # every side job (ledger pages, their index rows) done
     return out
 
 

@@ -21,7 +21,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from ._harness import git_project, grep_files, hook, make_daemon, query, run_shim_timed, store_files, transcript_line, tree, wait_until
+from ._harness import (git_project, grep_files, hook, make_daemon, query, run_shim_timed, settled, store_files,
+                       transcript_line, tree, wait_until)
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
 NOBODY = 65534
@@ -258,7 +259,7 @@ def test_session_ids_and_cwds_cannot_steer_writes(rdaemon: Any, short_tmp: Path,
     d.rpc("hook", hook("UserPromptSubmit", "good", str(proj), prompt="real work. TODO: ship it"))
     d.rpc("phase.set", {"session": "good", "phase": "implementation"})
     wait_until(lambda: (proj / "docs/memory/sessions/good").exists())
-    time.sleep(0.3)  # let any stray background ledger job finish before the tree is compared
+    wait_until(lambda: settled(d))  # every side job (ledger pages, their index rows) done
     after = tree(short_tmp)
     new = sorted(p for p in set(after) - set(before)
                  if not p.startswith(("data", "run", "daemon.log", "n", "proj/docs")))
@@ -307,7 +308,7 @@ def test_ledger_writes_never_follow_a_symlink_out_of_the_project(rdaemon: Any, s
     d.rpc("hook", hook("SessionEnd", "esc", str(proj)))
     wait_until(lambda: d.log_events("l3_refused") or d.log_events("background_failed") or d.log_events("ledger_written"),
                timeout=10)
-    time.sleep(0.3)  # any further background ledger job
+    wait_until(lambda: settled(d))  # every side job (ledger pages, their index rows) done
     after = tree(outside)
     stored = query(d.db, "SELECT count(*) FROM events WHERE session = 'esc'")[0][0]
     refused = d.log_events("l3_refused") + d.log_events("background_failed")

@@ -183,6 +183,7 @@ class StatusResult(_R, kw_only=True):
     derive_pending: int = 0  # events acknowledged, not derived yet (write-behind; 0 when idle)
     index_pending: int = 0  # archive rows waiting for the trigram index
     derive_failed: int = 0  # events whose derivation raised since start (kept as stored, raw)
+    side_work_pending: int = 0  # side jobs (L3 Markdown files) started after a reply, not finished yet
     maintenance_failed: int = 0  # index/merge steps that failed since start (retried every second)
     maintenance_error: str = ""  # the last such failure
     sessions: list[SessionView] = []

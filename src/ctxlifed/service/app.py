@@ -120,6 +120,7 @@ class Service:
         self._stalled_at = -1  # ``writer.commits`` when a derivation last failed on a storage fault
         self._derive_failed_again = anyio.Event()  # set at each such failure: reads stop waiting
         self._tg: anyio.abc.TaskGroup | None = None
+        self.side_work = 0  # side jobs (L3 files) started after a reply and not finished
 
     # -- plumbing ------------------------------------------------------------------------------
     def bind(self, tg: anyio.abc.TaskGroup, *, derive: bool = True) -> None:
@@ -141,14 +142,18 @@ class Service:
             return None
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run side work after the reply; it must never fail the request."""
+        """Run side work after the reply; it must never fail the request. ``side_work`` counts the
+        jobs started and not finished (``status`` reports it: a client can wait for it to reach 0)."""
         async def guarded() -> None:
             try:
                 await fn(*args)
             except Exception:  # noqa: BLE001
                 log.exception("background_failed", job=getattr(fn, "__name__", "?"))
+            finally:
+                self.side_work -= 1
 
         if self._tg is not None:
+            self.side_work += 1
             self._tg.start_soon(guarded)
 
     @property
@@ -606,7 +611,7 @@ async def _route_shutdown(svc: Service, p: Any, rid: Any) -> methods.ShutdownRes
 async def _route_status(svc: Service, p: methods.StatusParams, rid: Any) -> methods.StatusResult:
     return await reads.status(p, readers=svc.readers, writer=svc.writer, daemon=reads.DaemonState(
         paths=svc.paths, started=svc.started, spool_ingested=svc.spool_ingested, backlog=svc.backlog,
-        live=svc.sessions, budget_of=svc._budget, cfg=svc.cfg, matrix=svc.matrix))
+        live=svc.sessions, budget_of=svc._budget, cfg=svc.cfg, matrix=svc.matrix, side_work=svc.side_work))
 
 
 async def _route_recall(svc: Service, p: methods.RecallParams, rid: Any) -> methods.RecallResult:

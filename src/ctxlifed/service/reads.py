@@ -98,6 +98,7 @@ class DaemonState:
     budget_of: Budgeter
     cfg: Config
     matrix: matrix_rules.Matrix
+    side_work: int = 0  # side jobs (L3 Markdown files) started after a reply, not finished
 
 
 async def status(p: methods.StatusParams, *, readers: Readers, writer: Writer,
@@ -120,7 +121,7 @@ async def status(p: methods.StatusParams, *, readers: Readers, writer: Writer,
         db_bytes=_size(db), wal_bytes=_size(db + "-wal"), archive_items=counts["archive_items"],
         events=counts["events"], spool_ingested=daemon.spool_ingested, fts_trigram=writer.trigram,
         derive_pending=backlog.pending(), index_pending=await readers.run(index_backlog.pending),
-        derive_failed=backlog.failed, maintenance_failed=writer.idle_failures,
+        derive_failed=backlog.failed, side_work_pending=daemon.side_work, maintenance_failed=writer.idle_failures,
         maintenance_error=writer.last_idle_error if writer.idle_failures else "",
         # the residency block and compact instructions: the first (current) session only (they read files)
         sessions=[await _session_view_full(view(r), r, p, readers=readers, daemon=daemon) if i == 0 else view(r)
