@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import runpy
 import statistics
 import sys
 import time
@@ -30,17 +31,9 @@ import msgspec  # noqa: E402
 
 from ctxlifed.core.hook_events import decode_hook, decode_hook_json  # noqa: E402
 
-FIXTURES = ROOT / "tests" / "fixtures" / "claude-code"
-
-
 def payloads() -> list[dict[str, Any]]:
-    out = [v["payload"] for v in json.loads((FIXTURES / "event_samples.json").read_text()).values()]
-    for path in sorted((FIXTURES / "runs").glob("*/hooks.jsonl")):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if isinstance(rec.get("payload"), dict):
-                out.append(rec["payload"])
-    return out
+    """Every fixture payload: the same list the decoder's tests check (tests/test_core_hook_events.py)."""
+    return runpy.run_path(str(ROOT / "tests" / "test_core_hook_events.py"))["fixture_payloads"]()
 
 
 def measure(fn: Callable[[Any], Any], items: list[Any], rounds: int) -> dict[str, float]:
