@@ -22,7 +22,7 @@ from ctxlifed.core.lessons import (
     Lesson,
     Target,
     Tracker,
-    classify_event,
+    classify_hook,
     covers,
     describe_error,
     hint_for,
@@ -36,6 +36,7 @@ from ctxlifed.core.lessons import (
     step,
     target_of,
 )
+from ctxlifed.core.hook_events import decode_hook
 from ctxlifed.core.model import estimate_tokens
 
 ERROR_TEXTS = runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench" / "_adversarial.py"))["ERROR_TEXTS"]
@@ -43,6 +44,12 @@ ERROR_TEXTS = runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench
 CWD = "/home/dev/proj"
 DAY = 86400.0
 T0 = 1_795_000_000.0  # 2026-11-18
+
+
+def classify_event(payload: dict[str, Any], *, event_id: int, ts: float) -> Ev | None:
+    """A payload as the daemon classifies it: decoded once at the edge, then the typed event."""
+    return classify_hook(decode_hook(payload), event_id=event_id, ts=ts)
+
 
 # --------------------------------------------------------------------------- realistic outputs
 

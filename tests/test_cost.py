@@ -201,7 +201,7 @@ def test_settings_paths_that_cannot_be_opened_are_skipped(tmp_path, monkeypatch)
     from ctxlifed.service.state import SessionState
 
     st = SessionState(session="s", project="/tmp\x00x", cwd="/tmp\x00x")
-    COST.note_overrides(st, {"hook_event_name": "SessionStart"}, "SessionStart")
+    COST.note_overrides(st, {}, "SessionStart")
     assert st.autocompact_settings is not None and st.autocompact_env == {}
     big = tmp_path / "p" / ".claude"
     big.mkdir(parents=True)

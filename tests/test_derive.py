@@ -169,10 +169,10 @@ async def test_a_full_backlog_pushes_back_and_busy_replies_pause_the_deriver(rig
 async def test_a_derivation_that_raises_is_logged_and_skipped(rig: Rig, monkeypatch: Any) -> None:
     real = rig.svc._hook_locked
 
-    async def flaky(payload: dict[str, Any], *a: Any, **kw: Any) -> Any:
-        if "BOOM" in str(payload.get("tool_response")):
+    async def flaky(hook: Any, *a: Any, **kw: Any) -> Any:
+        if "BOOM" in str(getattr(hook, "tool_response", None)):
             raise RuntimeError("a bug in derivation")
-        return await real(payload, *a, **kw)
+        return await real(hook, *a, **kw)
 
     monkeypatch.setattr(rig.svc, "_hook_locked", flaky)
     async with anyio.create_task_group() as tg:

@@ -122,3 +122,52 @@ def test_only_public_anyio_api() -> None:
     bad = [f"{p.relative_to(PKG)}:{n}" for p in sorted(PKG.rglob("*.py"))
            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if private.search(line)]
     assert bad == []
+
+
+# The edge where a hook payload arrives as a dict: ``Service.hook`` hands it to ``pipeline.decode``,
+# which redacts it, decodes it once into its typed event and encodes it into the stored event row.
+PAYLOAD_EDGE = {("app.py", "hook"), ("pipeline.py", "decode")}
+
+
+def _is_payload(node: ast.expr) -> bool:
+    """A name or attribute called like a hook payload (``payload``, ``job.payload``, ``raw_payload``...)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return "payload" in name.lower()
+
+
+def payload_reads(path: Path) -> list[str]:
+    """Where ``path`` reads a payload dict by key (``payload[k]``, ``payload.get(k)``, ``.keys()``,
+    ``.items()``, ``.values()``, ``k in payload``), and the functions that take a payload parameter."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Subscript) and _is_payload(node.value):
+            out.append(f"{path.name}:{node.lineno}: subscript")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_payload(node.func.value)
+              and node.func.attr in ("get", "keys", "items", "values", "pop", "setdefault")):
+            out.append(f"{path.name}:{node.lineno}: .{node.func.attr}()")
+        elif (isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+              and any(_is_payload(c) for c in node.comparators)):
+            out.append(f"{path.name}:{node.lineno}: in")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (path.name, node.name) not in PAYLOAD_EDGE:
+            params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+            if any("payload" in a.lower() for a in params):
+                out.append(f"{path.name}:{node.lineno}: {node.name}() takes a payload")
+    return sorted(out, key=lambda r: int(r.split(":")[1]))
+
+
+def test_service_reads_hook_fields_from_the_typed_event_only() -> None:
+    """Issue 18: a hook payload is decoded once at the edge (``PAYLOAD_EDGE``) into its typed event
+    (``core/hook_events.py``); every other function of ``service/`` takes the typed event or the typed
+    fields it needs. So no module of ``service/`` reads a payload dict by key, and only the edge takes
+    a payload parameter (the raw, redacted payload is only encoded into the stored row there)."""
+    paths = sorted((PKG / "service").rglob("*.py"))
+    assert (PKG / "service" / "pipeline.py") in paths and (PKG / "service" / "advice.py") in paths
+    assert [r for p in paths for r in payload_reads(p)] == []
+
+
+def test_the_payload_read_check_finds_what_it_forbids(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(st, payload):\n    st.a = payload.get('prompt')\n    st.b = job.payload['cwd']\n"
+                   "    return 'x' in payload\n", encoding="utf-8")
+    assert payload_reads(bad) == ["bad.py:1: f() takes a payload", "bad.py:2: .get()", "bad.py:3: subscript",
+                                  "bad.py:4: in"]

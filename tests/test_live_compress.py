@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from ctxlifed.core.hook_events import PostToolUseFailure
 from ctxlifed.runtime import config as C
 from ctxlifed.service import compress
 from ctxlifed.store import outputs
@@ -147,8 +148,8 @@ def test_failing_call_gets_a_note_of_what_the_cut_removed(daemon: Any) -> None:
 
 
 def test_failure_note_is_empty_without_a_cut() -> None:
-    assert compress.failure_note({"tool_name": "Bash", "error": "Exit code 2\nboom"}) == ""
-    assert compress.failure_note({"tool_name": "Read", "error": "... [3 lines truncated] ..."}) == ""
+    assert compress.failure_note(PostToolUseFailure(tool_name="Bash", error="Exit code 2\nboom")) == ""
+    assert compress.failure_note(PostToolUseFailure(tool_name="Read", error="... [3 lines truncated] ...")) == ""
 
 
 def test_config_modes_thresholds_and_projects(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ from conftest import FIXTURES
 _PROBE = r"""
 import json, re, sys, traceback
 from ctxlifed.core import classify, phase, summarize, lessons, warmup
-from ctxlifed.core.events import elements_from_hook
+from ctxlifed.core.events import elements_from_event
+from ctxlifed.core.hook_events import decode_hook
 from ctxlifed.core.redact import redact_obj
 if sys.argv[2] == "warm":
     warmup.warm_up()
@@ -35,9 +36,10 @@ for line in open(sys.argv[1]):
     payload, _ = redact_obj(rec.get("payload", rec))
     if not isinstance(payload, dict):
         continue
-    for el in elements_from_hook(payload, ts=0.0):
+    event = decode_hook(payload)
+    for el in elements_from_event(event, ts=0.0):
         classify.detect_facts(el.text); classify.priority(el, "implementation"); summarize.summarize(el)
-    lessons.classify_event(payload, event_id=0, ts=0.0)
+    lessons.classify_hook(event, event_id=0, ts=0.0)
     ev = payload.get("hook_event_name", "")
     if ev == "UserPromptSubmit":
         phase.signals_from_prompt(payload.get("prompt") or "")

@@ -3,7 +3,7 @@
 Rules:
 - Input is the typed event (``core.hook_events``) of the (already redacted) payload: its fields have
   their types, tool inputs and responses are JSON values of any shape. Nothing here raises on an event:
-  wrong shapes yield no text. :func:`elements_from_hook` is the adapter for callers holding the dict.
+  wrong shapes yield no text. The caller decodes the payload once (``hook_events.decode_hook``).
 - Each searchable piece becomes an :class:`Element` with a readable rendering: prompts, tool inputs
   and outputs, errors, assistant messages, compact summaries. The SubagentStop of compaction's own
   agent (``agent_type: ""``) contributes nothing: its reply is the summary PostCompact carries. PreToolUse and PostToolBatch repeat
@@ -31,18 +31,11 @@ from .hook_events import (
     UserPromptSubmit,
     as_mapping,
     as_text,
-    decode_hook,
 )
 from .model import Element, Kind, estimate_tokens
 
 _enc = msgspec.json.Encoder()
 CODE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-
-
-# The service's payload-dict readers still import these two names; typed events replace them
-# (issue 18: the hook pipeline decodes once and passes the event).
-s = as_text
-d = as_mapping
 
 
 def cap(text: str, max_chars: int) -> tuple[str, bool]:
@@ -129,12 +122,6 @@ def _uid(event: HookEvent | UnknownHook, base: str, ts: float, i: int) -> str:
         return event.tool_use_id
     name = event.hook_event_name
     return f"{name}:{base}:{i}" if base else f"{name}:{ts:.6f}:{i}"
-
-
-def elements_from_hook(payload: dict[str, Any], *, ts: float, max_chars: int = 256 * 1024) -> list[Element]:
-    """Adapter for callers that still hold the payload dict: :func:`elements_from_event` of its
-    decoded event. New code decodes once (``hook_events.decode_hook``) and calls that directly."""
-    return elements_from_event(decode_hook(payload), ts=ts, max_chars=max_chars)
 
 
 def elements_from_event(event: HookEvent | UnknownHook, *, ts: float, max_chars: int = 256 * 1024) -> list[Element]:

@@ -78,6 +78,7 @@ class UnknownHook(_Common, frozen=True, kw_only=True):
     """An event this version does not know (or a payload without a usable name)."""
 
     hook_event_name: str = ""
+    tool_name: str = ""  # kept so the stored row of an unknown tool event still names its tool
 
 
 # --------------------------------------------------------------------------- session

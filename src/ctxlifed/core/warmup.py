@@ -22,7 +22,8 @@ from typing import Any
 from . import classify, phase, summarize
 from . import lessons as LS
 from . import transcript as T
-from .events import elements_from_hook
+from .events import elements_from_event
+from .hook_events import PostToolUse, PostToolUseFailure, UserPromptSubmit, decode_hook
 from .redact import compile_all, redact_obj
 
 _SID = "00000000-0000-4000-8000-000000000000"
@@ -74,17 +75,18 @@ def warm_up() -> int:
     n = 0
     for raw in SAMPLES:
         payload, _ = redact_obj(raw)
-        elements = elements_from_hook(payload, ts=0.0)
+        event = decode_hook(payload)
+        elements = elements_from_event(event, ts=0.0)
         for el in elements:
             classify.detect_facts(el.text)
             classify.priority(el, "implementation")
             summarize.summarize(el)
         n += len(elements)
-        LS.classify_event(payload, event_id=0, ts=0.0)
-        if payload["hook_event_name"] == "UserPromptSubmit":
-            phase.signals_from_prompt(payload["prompt"])
-        elif payload["hook_event_name"].startswith("PostToolUse"):
-            phase.signals_from_tool(payload["tool_name"], payload["tool_input"])
+        LS.classify_hook(event, event_id=0, ts=0.0)
+        if isinstance(event, UserPromptSubmit):
+            phase.signals_from_prompt(event.prompt)
+        elif isinstance(event, (PostToolUse, PostToolUseFailure)):
+            phase.signals_from_tool(event.tool_name, event.tool_input)
     _cursor, delta = T.feed(T.TranscriptCursor(), _LINE)
     for el in delta.elements:
         classify.detect_facts(el.text)

@@ -26,7 +26,7 @@ from ..core import figures
 from ..core import matrix as matrix_rules
 from ..core import lessons as lesson_rules
 from ..core.commands import EXPLORE_TOOLS, is_test_command
-from ..core.events import d, s
+from ..core.hook_events import HookEvent, PostToolUse, PostToolUseFailure, UnknownHook, UserPromptSubmit
 from ..core.model import Element, Kind, Level
 from ..store import queries, session_reads
 from ..store.db import Readers
@@ -144,19 +144,19 @@ class Adviser:
             constraints=[r["text"] for r in rows["constraint"]],
             pending=await self.pending_texts(st))
 
-    def note_signals(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
-                             now: float) -> None:
+    def note_signals(self, st: SessionState, hook: HookEvent | UnknownHook, elements: list[Element],
+                     now: float) -> None:
         """Failures in a row (/rewind), read sweeps (subagent), failing test ids (focus line)."""
-        if event == "UserPromptSubmit":
+        if isinstance(hook, UserPromptSubmit):
             st.sweep_reads, st.sweep_targets = 0, []
-            st.sweep_asked = advice_rules.asks_for_sweep(s(payload.get("prompt")))
+            st.sweep_asked = advice_rules.asks_for_sweep(hook.prompt)
             return
-        if event not in ("PostToolUse", "PostToolUseFailure"):
+        if not isinstance(hook, (PostToolUse, PostToolUseFailure)):
             return
-        tool = s(payload.get("tool_name"))
+        tool = hook.tool_name
         if tool in EXPLORE_TOOLS:
-            ti = d(payload.get("tool_input"))
-            target = s(ti.get("file_path")) or s(ti.get("pattern")) or s(ti.get("path")) or s(ti.get("url")) or tool
+            target = (hook.input_text("file_path") or hook.input_text("pattern") or hook.input_text("path")
+                      or hook.input_text("url") or tool)
             if st.sweep_reads == 0:
                 st.sweep_start = now
             st.sweep_reads += 1
@@ -180,9 +180,10 @@ class Adviser:
                 st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
                 st.advice_lines.pop("rewind", None)
 
-    async def advise_release(self, st: SessionState, event: str, payload: dict[str, Any],
-                              budget: budgets.Budget | None, now: float) -> None:
-        """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``."""
+    async def advise_release(self, st: SessionState, prompt: str | None, budget: budgets.Budget | None,
+                             now: float) -> None:
+        """/rewind, /clear and subagent advice (core/advice.py), in the session and in ``status``.
+        ``prompt``: the prompt of a UserPromptSubmit, None for any other event."""
         if advice_rules.rewind_due(st.fail_count):
             sig = " ".join(st.fail_sig.split("|", 1)[-1].split())
             sig = sig if len(sig) <= 120 else sig[:119] + "…"
@@ -197,8 +198,7 @@ class Adviser:
                        + (" of the sweep this request asks for" if st.sweep_asked else "")
                        + ", all kept in the window and re-read every turn",
                 command="ask for a subagent to do the rest of this sweep (only its summary enters the window)"), now)
-        if event == "UserPromptSubmit":
-            prompt = s(payload.get("prompt"))
+        if prompt is not None:
             working = working_tokens(budget) if budget is not None else 0
             topic = ""
             if prompt and working >= advice_rules.CLEAR_MIN_WORKING and not prompt.lstrip().startswith("/"):

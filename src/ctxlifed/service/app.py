@@ -59,7 +59,19 @@ from ..core import lessons as lesson_rules
 from ..core import matrix as matrix_rules
 from ..core import pending as pending_rules
 from ..core import transcript
-from ..core.events import elements_from_hook, s
+from ..core.events import elements_from_event
+from ..core.hook_events import (
+    HookEvent,
+    InstructionsLoaded,
+    PostCompact,
+    PostToolUse,
+    PostToolUseFailure,
+    PreToolUse,
+    SessionStart,
+    UnknownHook,
+    UserPromptSubmit,
+    decode_hook_json,
+)
 from ..core.model import Element, Kind, Level, estimate_tokens
 from ..protocol import _methods as methods
 from ..runtime.config import Config
@@ -211,8 +223,8 @@ class Service:
                    ts: float | None = None) -> methods.HookResult:
         incoming = pipeline.decode(payload, now=ts if ts is not None else self.clock(), redact=self.cfg.redact,
                                    source=source, rid=rid)
-        payload, event, sid, project, cwd, now, row = (incoming.payload, incoming.event, incoming.sid,
-                                                       incoming.project, incoming.cwd, incoming.now, incoming.row)
+        hook, event, sid, project, cwd, now, row = (incoming.hook, incoming.event, incoming.sid,
+                                                    incoming.project, incoming.cwd, incoming.now, incoming.row)
         if not sid:
             await self.writer.run(partial(hook_writes.store_event_only, row))
             return methods.HookResult()
@@ -226,7 +238,7 @@ class Service:
             async with self.registry.lock(sid):
                 snapshot = self.registry.snapshot(sid)
                 try:
-                    return await self._hook_locked(payload, event, sid, project, cwd, now, row)
+                    return await self._hook_locked(hook, event, sid, project, cwd, now, row)
                 except BaseException:
                     # Nothing was acknowledged: put the session back as it was, so a retry (from the
                     # spool) re-reads the same transcript bytes and re-derives the same state.
@@ -235,15 +247,15 @@ class Service:
 
     async def _acknowledge(self, incoming: pipeline.Incoming, st: SessionState) -> methods.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
-        payload, event, project, cwd, now, row = (incoming.payload, incoming.event, incoming.project, incoming.cwd,
-                                                  incoming.now, incoming.row)
+        hook, event, project, cwd, now, row = (incoming.hook, incoming.event, incoming.project, incoming.cwd,
+                                               incoming.now, incoming.row)
         # Alone, the commit runs inline (no thread hops); among concurrent requests it joins the
         # writer thread's group commit, which runs next to the event loop instead of on it.
         pending = None
-        if event == "PostToolUse" and row.source == "hook":
-            pending = await compress.prepare(self.cfg, payload, project=project, level=st.level, phase=st.phase.phase,
-                                             edited_paths=st.files_touched, transcript_path=st.transcript_path,
-                                             session=st.session)
+        if isinstance(hook, PostToolUse) and row.source == "hook":
+            pending = await compress.prepare_event(self.cfg, hook, project=project, level=st.level,
+                                                   phase=st.phase.phase, edited_paths=st.files_touched,
+                                                   transcript_path=st.transcript_path, session=st.session)
         if pending is None:
             eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.scheduler.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id
@@ -254,16 +266,16 @@ class Service:
                 eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.scheduler.alone()), 0
         if not eid:  # a replay of an event already stored
             return methods.HookResult()
-        tool_id = s(payload.get("tool_use_id"))
-        if event in ("PostToolUse", "PostToolUseFailure") and tool_id:
+        tool_id = hook.tool_use_id if isinstance(hook, (PostToolUse, PostToolUseFailure)) else ""
+        if tool_id:
             # Now, not at derivation: a derivation still queued may read this tool's result in the
             # transcript, and must know a hook delivered it.
             self.registry.note_hook_tool(st.session, tool_id)
         lesson = None
         hint = ""
         if event in ("PostToolUse", "PostToolUseFailure") and await self.lessons.may_hint(project):
-            lesson = (lesson_rules.classify_hook(incoming.hook, event_id=eid, ts=now) if pending is None else
-                      lesson_rules.classify_event(compress.full_payload(payload, pending), event_id=eid, ts=now))
+            lesson = lesson_rules.classify_hook(hook if pending is None or not isinstance(hook, PostToolUse)
+                                                else compress.full_event(hook, pending), event_id=eid, ts=now)
             hint = await self.lessons.hint_for(st, lesson)
         replaced = None
         if pending is not None and aid:
@@ -272,28 +284,26 @@ class Service:
             if replaced is not None:
                 st.note_compressed(replaced.kind, replaced.original_tokens, replaced.digest_tokens)
                 cost.note_live_compression(st, max(0, replaced.original_tokens - replaced.digest_tokens), self.cfg)
-        elif event == "PostToolUseFailure":
-            hint = "\n\n".join(x for x in (hint, compress.failure_note(payload)) if x)
-        answer = await self._answer(event, payload, st, now, extra_ctx=hint,
+        elif isinstance(hook, PostToolUseFailure):
+            hint = "\n\n".join(x for x in (hint, compress.failure_note(hook)) if x)
+        answer = await self._answer(event, hook, st, now, extra_ctx=hint,
                                     replace=replaced.fields if replaced is not None else None)
         self.backlog.put(derivation.Job(eid=eid, sid=st.session, project=project, cwd=cwd, event=event, ts=now,
-                                payload=payload, lesson=lesson))
+                                hook=hook, lesson=lesson))
         return answer
 
     async def _derive(self, job: derivation.Job) -> None:
         """Derive one acknowledged event (the deriver task; see derive.py)."""
-        payload = job.payload
-        if payload is None:
+        hook = job.hook
+        if hook is None:
             raw = await self.readers.run(partial(session_reads.pending_payload, job.eid))
             if raw is None:
                 return  # forgotten, or derived already
-            payload = msgspec.json.decode(raw)
-            if not isinstance(payload, dict):
-                payload = {}
+            hook = decode_hook_json(raw)
         async with self.registry.lock(job.sid):
             snapshot = self.registry.snapshot(job.sid)
             try:
-                await self._hook_locked(payload, job.event, job.sid, job.project, job.cwd, job.ts, None,
+                await self._hook_locked(hook, job.event, job.sid, job.project, job.cwd, job.ts, None,
                                         eid=job.eid, lesson=job.lesson)
             except StorageFullError:  # full or unwritable (StorageUnavailableError)
                 self.registry.restore(job.sid, snapshot)
@@ -310,12 +320,12 @@ class Service:
         """Queue the events acknowledged but not derived before the last stop (crash, kill)."""
         rows = await self.readers.run(session_reads.pending_rows)
         for eid, sid, project, cwd, event, ts in rows:
-            self.backlog.put(derivation.Job(eid=eid, sid=sid, project=project, cwd=cwd, event=event, ts=ts, payload=None))
+            self.backlog.put(derivation.Job(eid=eid, sid=sid, project=project, cwd=cwd, event=event, ts=ts, hook=None))
         if rows:
             log.info("derive_recovering", events=len(rows))
         return len(rows)
 
-    async def _hook_locked(self, payload: dict[str, Any], event: str, sid: str, project: str, cwd: str,
+    async def _hook_locked(self, hook: HookEvent | UnknownHook, event: str, sid: str, project: str, cwd: str,
                            now: float, row: ops.EventRow | None, *, eid: int | None = None,
                            lesson: Any = None) -> methods.HookResult:
         """Derive one event and store it (with the raw event when ``row``; else the event ``eid`` was
@@ -324,41 +334,42 @@ class Service:
         deferred = eid is not None
         pause = self.backlog.pause if deferred else _no_pause
         st = await self.registry.state(sid, project, cwd, now)
-        elements = self._elements_step(st, event, payload, now)
-        switch = pipeline.observe_phase(st, event, payload, now)
-        tdelta = await self._transcript_step(st, event, payload, elements, now, deferred=deferred, pause=pause)
-        found = pipeline.findings(st, event, payload, elements, now)
+        elements = self._elements_step(st, hook, now)
+        switch = pipeline.observe_phase(st, hook, now)
+        tdelta = await self._transcript_step(st, event, hook, elements, now, deferred=deferred, pause=pause)
+        found = pipeline.findings(st, hook, elements, now)
         edge = pipeline.boundary(st, self._budget(st), switch, bool(tdelta and tdelta.boundaries), event, now)
         stored, saved = await self._store_step(st, row, eid, now, elements, found, edge, switch,
                                                deferred=deferred, pause=pause)
         if stored is None:  # a replay of an event already stored (or forgotten before its derivation)
             return methods.HookResult()
-        await self._after_commit(st, event, payload, edge, found.went_green, switch, now)
-        hint = await self._lessons_step(st, event, payload, stored, lesson, now, deferred=deferred, pause=pause)
-        answer = methods.HookResult() if deferred else await self._answer(event, payload, st, now, extra_ctx=hint)
+        await self._after_commit(st, event, hook, edge, found.went_green, switch, now)
+        hint = await self._lessons_step(st, hook, stored, lesson, now, deferred=deferred, pause=pause)
+        answer = methods.HookResult() if deferred else await self._answer(event, hook, st, now, extra_ctx=hint)
         final = dump(st)
         if final != saved:  # only when the answer or side work changed the session (rare per tool call)
             await self.writer.run(partial(hook_writes.save_state, session_row(st, final)), low=deferred)
         return answer
 
-    def _elements_step(self, st: SessionState, event: str, payload: dict[str, Any], now: float) -> list[Element]:
+    def _elements_step(self, st: SessionState, hook: HookEvent | UnknownHook, now: float) -> list[Element]:
         """The hook's own elements; the advice signals they carry (main chain only); a tool result a
         hook delivered (its transcript copy is then only counted)."""
         elements = [pipeline.enrich(e) for e in
-                    elements_from_hook(payload, ts=now, max_chars=self.cfg.archive_max_chars)]
-        if not s(payload.get("agent_id")):
-            self.adviser.note_signals(st, event, payload, elements, now)
-        if event in ("PostToolUse", "PostToolUseFailure") and s(payload.get("tool_use_id")):
-            self.registry.note_hook_tool(st.session, s(payload.get("tool_use_id")))
+                    elements_from_event(hook, ts=now, max_chars=self.cfg.archive_max_chars)]
+        if not hook.agent_id:
+            self.adviser.note_signals(st, hook, elements, now)
+        if isinstance(hook, (PostToolUse, PostToolUseFailure)) and hook.tool_use_id:
+            self.registry.note_hook_tool(st.session, hook.tool_use_id)
         return elements
 
-    async def _transcript_step(self, st: SessionState, event: str, payload: dict[str, Any], elements: list[Element],
+    async def _transcript_step(self, st: SessionState, event: str, hook: HookEvent | UnknownHook,
+                               elements: list[Element],
                                now: float, *, deferred: bool,
                                pause: Callable[[], Awaitable[None]]) -> transcript.TranscriptDelta | None:
         """The transcript's new lines (usage, model, boundaries, assistant text) and what the event itself
         says of them; the transcript's elements join ``elements``."""
-        tpath = s(payload.get("transcript_path"))
-        if tpath and not s(payload.get("agent_id")):
+        tpath = hook.transcript_path
+        if tpath and not hook.agent_id:
             st.transcript_path = tpath
         await pause()
         tdelta = (await self.transcripts.read(st, behind=self.backlog.pending(st.session) - 1 if deferred else 0,
@@ -367,15 +378,15 @@ class Service:
                                                    offset=st.cursor.offset, roots=self.cfg.allowed_transcript_roots)
                   else None)
         await pause()
-        if event == "SessionStart" and isinstance(payload.get("context_tokens"), int):
-            st.context_tokens, st.estimated = payload["context_tokens"], False
-        if event == "SessionStart" and isinstance(payload.get("model"), str):
-            st.model = payload["model"]
-        if event == "SessionStart":
-            cost.note_session_start(st, payload)
-        cost.note_overrides(st, payload, event)
-        if event == "InstructionsLoaded":
-            compaction.note_instructions(st, payload, now)
+        if isinstance(hook, SessionStart):
+            if hook.context_tokens is not None:
+                st.context_tokens, st.estimated = hook.context_tokens, False
+            if hook.model:
+                st.model = hook.model
+            cost.note_session_start(st, hook)
+        cost.note_overrides(st, hook.ctxlifed_env, event)
+        if isinstance(hook, InstructionsLoaded):
+            compaction.note_instructions(st, hook, now)
         if tdelta is not None:
             for el in tdelta.elements:
                 if el.kind in TRANSCRIPT_KINDS and el.text:  # '' = a tool result a hook delivered
@@ -399,7 +410,7 @@ class Service:
         stored = await self.writer.run(partial(job, session=session_row(st, saved)), low=deferred)
         return stored, saved
 
-    async def _after_commit(self, st: SessionState, event: str, payload: dict[str, Any], edge: pipeline.Boundary,
+    async def _after_commit(self, st: SessionState, event: str, hook: HookEvent | UnknownHook, edge: pipeline.Boundary,
                             went_green: bool, switch: Any, now: float) -> None:
         """Side work after the commit: ledgers at boundaries, compression when the level rose, advice."""
         budget, phase_now = edge.budget, edge.phase_now
@@ -433,26 +444,27 @@ class Service:
             await self.adviser.advise_compact(st, budget, "near", f"compact:near:{st.compactions}",
                                        f"auto-compaction is {figures.tokens(budget.tokens_to_autocompact)} tokens away;"
                                        " emergency ledger written", now)
-        if not s(payload.get("agent_id")):
-            await self.adviser.advise_release(st, event, payload, budget, now)
+        if not hook.agent_id:
+            await self.adviser.advise_release(st, hook.prompt if isinstance(hook, UserPromptSubmit) else None,
+                                              budget, now)
         if event == "PreCompact":
             await compaction.record_must_survive(self.readers, st, now, matrix=self.matrix, is_stale=self.is_stale)
             await self._compress(st, Level.L1_L2, now, precompact=True)
             self.spawn(self.ledgers.write_phase, st.session, st.project, st.phase_index, phase_now,
                        st.phase_started, now, "checkpoint before compaction")
 
-    async def _lessons_step(self, st: SessionState, event: str, payload: dict[str, Any], stored: int, lesson: Any,
+    async def _lessons_step(self, st: SessionState, hook: HookEvent | UnknownHook, stored: int, lesson: Any,
                             now: float, *, deferred: bool, pause: Callable[[], Awaitable[None]]) -> str:
         """Lessons from a tool result: advanced behind (the hint went with the acknowledgement), or the
         hint for an inline answer."""
-        if event not in ("PostToolUse", "PostToolUseFailure"):
+        if not isinstance(hook, (PostToolUse, PostToolUseFailure)):
             return ""
         if deferred:
             await pause()
             await self.lessons.advance(st, lesson if lesson is not None else
-                                       lesson_rules.classify_event(payload, event_id=stored, ts=now), now)
+                                       lesson_rules.classify_hook(hook, event_id=stored, ts=now), now)
             return ""
-        return await self.lessons.on_tool_event(st, payload, stored, now)
+        return await self.lessons.on_tool_event(st, hook, stored, now)
 
     def _budget(self, st: SessionState) -> budgets.Budget | None:
         """The session's four-zone budget (None until usage figures are known)."""
@@ -506,15 +518,16 @@ class Service:
                        st.phase_started, now, "emergency checkpoint (Working zone at L2→L3)")
 
     # -- answers -------------------------------------------------------------------------------
-    async def _answer(self, event: str, payload: dict[str, Any], st: SessionState, now: float, *,
+    async def _answer(self, event: str, hook: HookEvent | UnknownHook, st: SessionState, now: float, *,
                       extra_ctx: str = "", replace: dict[str, Any] | None = None) -> methods.HookResult:
-        if event == "PostCompact":
+        if isinstance(hook, PostCompact):
             # Plain text: the only PostCompact output that reaches the next model request.
-            return methods.HookResult(stdout=await compaction.post_compact(self.readers, self.writer, st, payload, now,
-                                                                           matrix=self.matrix, is_stale=self.is_stale))
+            return methods.HookResult(stdout=await compaction.post_compact(
+                self.readers, self.writer, st, hook.compact_summary, hook.trigger, now, matrix=self.matrix,
+                is_stale=self.is_stale))
         ctx = ""
-        if event == "SessionStart":
-            source = s(payload.get("source")) or "startup"
+        if isinstance(hook, SessionStart):
+            source = hook.source or "startup"
             ctx = await briefing.session_start_context(
                 source, st, now, readers=self.readers, cfg=self.cfg, matrix=self.matrix, budget_of=self._budget,
                 is_stale=self.is_stale)
@@ -526,8 +539,8 @@ class Service:
             out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": ctx}
             st.note_injected(estimate_tokens(ctx) + 20)
             st.acc = accounting.note_injected(st.acc, ctx, now)
-        if event == "PreToolUse" and replace is None:  # the opt-in wrapper (wrap.py): allow + updatedInput, or None
-            replace = await wrap.pre_tool_use(self.cfg, payload)
+        if isinstance(hook, PreToolUse) and replace is None:  # the opt-in wrapper (wrap.py): allow + updatedInput
+            replace = await wrap.pre_tool_use(self.cfg, hook)
         if replace:  # updatedToolOutput / updatedMCPToolOutput, next to any additionalContext
             out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(replace)
         note = (await residency_svc.note(st, event, budget=self._budget,

@@ -33,7 +33,7 @@ from ..core import matrix as MX
 from ..core import mustsurvive as MS
 from ..core import survival as SV
 from ..core import testfail
-from ..core.events import s
+from ..core.hook_events import InstructionsLoaded
 from ..core.model import estimate_tokens
 from ..runtime.ctl import ctl_command
 from ..store import compactions as store
@@ -57,14 +57,12 @@ def instruction_tokens(path: str) -> int:
         return 0
 
 
-def note_instructions(st: SessionState, payload: dict[str, Any], now: float) -> None:
-    path = s(payload.get("file_path"))
+def note_instructions(st: SessionState, event: InstructionsLoaded, now: float) -> None:
+    path = event.file_path
     if not path or not os.path.isabs(path):
         return
-    globs = payload.get("globs") if isinstance(payload.get("globs"), list) else None
-    st.acc = A.note_instructions(st.acc, path, s(payload.get("memory_type")) or None,
-                                 s(payload.get("load_reason")) or None, instruction_tokens(path), now,
-                                 globs=[g for g in globs or [] if isinstance(g, str)] or None)
+    st.acc = A.note_instructions(st.acc, path, event.memory_type or None, event.load_reason or None,
+                                 instruction_tokens(path), now, globs=list(event.globs) or None)
 
 
 def simulate(st: SessionState) -> SV.SurvivalReport:
@@ -132,10 +130,10 @@ def _reattached(st: SessionState, sim: SV.SurvivalReport) -> MS.ReAttached:
                               injected_text=st.compact_injected or "")
 
 
-async def post_compact(readers: Readers, writer: Writer, st: SessionState, payload: dict[str, Any], now: float, *,
-                       matrix: MX.Matrix, is_stale: Callable[[dict[str, Any]], bool]) -> str:
-    """The diff at PostCompact; returns the plain text to print (possibly empty) and stores the report."""
-    summary = s(payload.get("compact_summary"))
+async def post_compact(readers: Readers, writer: Writer, st: SessionState, summary: str, trigger: str, now: float,
+                       *, matrix: MX.Matrix, is_stale: Callable[[dict[str, Any]], bool]) -> str:
+    """The diff at PostCompact (``summary``, ``trigger``: its typed fields); returns the plain text to
+    print (possibly empty) and stores the report."""
     items = list(st.must_survive)
     if not items:  # PreCompact was skipped (Claude Code can skip it): record the set now
         await record_must_survive(readers, st, now, matrix=matrix, is_stale=is_stale)
@@ -149,7 +147,7 @@ async def post_compact(readers: Readers, writer: Writer, st: SessionState, paylo
     ours = [i.id for i in kept if reattached.injected_text and not MS.carried(i, summary, without_ours)]
     st.delivered = list(dict.fromkeys(st.delivered + ours + plan.ids))[-MAX_DELIVERED:]
     report = MS.compaction_report(
-        ts=now, trigger=s(payload.get("trigger")) or None, pre_tokens=st.pre_compact_tokens, post_tokens=None,
+        ts=now, trigger=trigger or None, pre_tokens=st.pre_compact_tokens, post_tokens=None,
         archived=len(st.last_archived), kept=kept, lost=lost, reinjected=plan.ids,
         suppressed_items=MS.suppressed(items, kept, lost), dropped_skills=sim.dropped_skills())
     st.last_report_id = await writer.run(partial(store.insert_report, st.session, st.project, now,

@@ -7,12 +7,13 @@ Rules:
   answer is read by Claude Code only then. A replayed or spooled event, an event answered inline
   (the daemon just started), an error, a timeout (:data:`PREPARE_TIMEOUT_S`) or an unknown shape:
   the original stays (no ``updatedToolOutput``). Nothing here raises into the hook path.
-- Order: :func:`prepare` (decide; read Claude Code's persisted file when the payload holds only the
-  first 30,000 characters; redact it) -> ONE writer job (``store.outputs.store_ack``) commits the event AND the
-  archive row of the full original, so the id the digest names exists when the answer is sent ->
-  :func:`finish` writes the full original to a file the model can ``Read`` and builds the digest
-  (named by that id and that file) and the answer. The archive row has the derivation's uid (the
-  tool_use_id): the derivation finds it and does not archive the call again.
+- Order: :func:`prepare_event` (decide from the typed PostToolUse; read Claude Code's persisted file
+  when the event holds only the first 30,000 characters; redact it) -> ONE writer job
+  (``store.outputs.store_ack``) commits the event AND the archive row of the full original, so the
+  id the digest names exists when the answer is sent -> :func:`finish` writes the full original to a
+  file the model can ``Read`` and builds the digest (named by that id and that file) and the answer.
+  The archive row has the derivation's uid (the tool_use_id): the derivation finds it and does not
+  archive the call again.
 - Only outputs past the policy's threshold pay a digest (``decide`` returns None cheaply for the rest).
 - Persisted output files are read only when their real path lies under the transcript roots (Claude
   Code's ``projects`` folders, ``Config.allowed_transcript_roots``), are regular files and at most
@@ -48,8 +49,8 @@ import structlog
 from ..core import classify, summarize as SUM
 from ..core.compress_policy import CompressSettings, Decision, decide, post_tool_use_answer, worth_replacing
 from ..core.digest import digest
-from ..core.events import elements_from_event, s
-from ..core.hook_events import PostToolUse, decode_hook
+from ..core.events import elements_from_event
+from ..core.hook_events import PostToolUse, PostToolUseFailure, as_text
 from ..core.redact import redact
 from ..protocol import _methods as M
 from ..runtime.config import Config
@@ -204,18 +205,6 @@ async def _io(fn: Any, *args: Any, size: int) -> Any:
     return await anyio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
 
 
-async def prepare(cfg: Config, payload: dict[str, Any], *, project: str, level: int, phase: str,
-                  edited_paths: list[str], transcript_path: str | None, session: str,
-                  cut_chars: int | None = None) -> Pending | None:
-    """Adapter for callers that still hold the payload dict: :func:`prepare_event` of its decoded event
-    (None for any other event). New code decodes once and calls :func:`prepare_event` directly."""
-    event = decode_hook(payload)
-    if not isinstance(event, PostToolUse):
-        return None
-    return await prepare_event(cfg, event, project=project, level=level, phase=phase, edited_paths=edited_paths,
-                               transcript_path=transcript_path, session=session, cut_chars=cut_chars)
-
-
 async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level: int, phase: str,
                         edited_paths: list[str], transcript_path: str | None, session: str,
                         cut_chars: int | None = None) -> Pending | None:
@@ -276,21 +265,11 @@ async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
                    command=event.input_text("command"), row=row, out_dir=outputs_dir(transcript_path, session, roots))
 
 
-def full_payload(payload: Mapping[str, Any], p: Pending) -> dict[str, Any]:
-    """``payload`` with the whole original as its Bash output (Claude Code sends only the first 30,000
-    characters of a persisted one): what the lesson classifier reads, so a failure at the end counts.
-    The typed counterpart is :func:`full_event`."""
-    out = dict(payload)
-    tr = payload.get("tool_response")
-    if p.tool_name == "Bash" and isinstance(tr, Mapping) and len(p.decision.text) > len(s(tr.get("stdout"))):
-        out["tool_response"] = {**tr, "stdout": p.decision.text, "stderr": ""}
-    return out
-
-
 def full_event(event: PostToolUse, p: Pending) -> PostToolUse:
-    """``event`` with the whole original as its Bash output (see :func:`full_payload`)."""
+    """``event`` with the whole original as its Bash output (Claude Code sends only the first 30,000
+    characters of a persisted one): what the lesson classifier reads, so a failure at the end counts."""
     tr = event.tool_response
-    if p.tool_name == "Bash" and isinstance(tr, dict) and len(p.decision.text) > len(s(tr.get("stdout"))):
+    if p.tool_name == "Bash" and isinstance(tr, dict) and len(p.decision.text) > len(as_text(tr.get("stdout"))):
         return msgspec.structs.replace(event, tool_response={**tr, "stdout": p.decision.text, "stderr": ""})
     return event
 
@@ -338,12 +317,12 @@ _FAILED_ID_RE = re.compile(
 MAX_FAILED_IDS = 20
 
 
-def failure_note(payload: Mapping[str, Any]) -> str:
+def failure_note(event: PostToolUseFailure) -> str:
     """``additionalContext`` for a failing Bash call whose output Claude Code cut in the middle: how many
     lines are gone, the failing tests the visible part names, and how to see the whole. '' otherwise."""
-    if s(payload.get("tool_name")) != "Bash":
+    if event.tool_name != "Bash":
         return ""
-    err = s(payload.get("error"))
+    err = event.error
     m = _CUT_RE.search(err)
     if m is None:
         return ""

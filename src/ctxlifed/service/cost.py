@@ -12,12 +12,13 @@ Rules:
   before it), when that is after the last compaction; otherwise it is not offered.
 - A resume's cache figures (``estimated_cache_write_usd``, ``prompt_cache_likely_expired``) hold until
   the next response, which re-writes the cache (its cost is then in the tally).
-- Overrides (:func:`note_overrides`): the payload's ``ctxlifed_env`` (the shim forwards the two
-  variables from Claude Code's environment) wins per variable; then the ``env`` of
-  ``<project>/.claude/settings.local.json``, ``<project>/.claude/settings.json`` and the user's
-  ``settings.json`` (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``), read at SessionStart and at a session's
-  first event, each at most :data:`MAX_SETTINGS_BYTES`; an unreadable or malformed file (or a path
-  that cannot be opened, a NUL in it) is skipped.
+- Overrides (:func:`note_overrides`): the event's ``ctxlifed_env`` (the shim forwards the two
+  variables from Claude Code's environment; absent or empty keeps the last one seen) wins per
+  variable; then the ``env`` of ``<project>/.claude/settings.local.json``,
+  ``<project>/.claude/settings.json`` and the user's ``settings.json`` (``$CLAUDE_CONFIG_DIR`` or
+  ``~/.claude``), read at SessionStart and at a session's first event, each at most
+  :data:`MAX_SETTINGS_BYTES`; an unreadable or malformed file (or a path that cannot be opened, a
+  NUL in it) is skipped.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from typing import Any
 from ..core import autocompact as AC
 from ..core import budget as B
 from ..core import cost as C
+from ..core.hook_events import SessionStart
 from ..core.transcript import TranscriptDelta
 from ..protocol import _methods as M
 from ..runtime.config import Config
 from .state import SessionState
 
 MAX_SETTINGS_BYTES = 256 * 1024
-ENV_KEY = "ctxlifed_env"  # what the shim adds to a payload: the override variables it saw
 
 
 def price(st: SessionState, cfg: Config) -> C.Price:
@@ -59,14 +60,13 @@ def note_live_compression(st: SessionState, tokens: int, cfg: Config) -> None:
     st.cost = C.note_live_saved(st.cost, tokens, price(st, cfg))
 
 
-def note_session_start(st: SessionState, payload: dict[str, Any]) -> None:
+def note_session_start(st: SessionState, event: SessionStart) -> None:
     """SessionStart: a resume's cache figures; a /clear releases what live compression kept out."""
-    source = payload.get("source")
+    source = event.source
     if source in ("resume", "fork"):
-        w = payload.get("estimated_cache_write_usd")
-        e = payload.get("prompt_cache_likely_expired")
-        st.cost = C.note_resume(st.cost, write_usd=float(w) if isinstance(w, (int, float)) and not isinstance(w, bool)
-                                and w >= 0 else None, expired=e if isinstance(e, bool) else None)
+        w = event.estimated_cache_write_usd
+        st.cost = C.note_resume(st.cost, write_usd=w if w is not None and w >= 0 else None,
+                                expired=event.prompt_cache_likely_expired)
     elif source == "clear":
         st.cost = C.at_release(C.note_resume(st.cost, write_usd=None, expired=None))
 
@@ -137,11 +137,10 @@ def autocompact_at(st: SessionState, window: int) -> int:
     return AC.autocompact_at(window, overrides(st))
 
 
-def note_overrides(st: SessionState, payload: dict[str, Any], event: str) -> None:
-    """Take the overrides from the payload (the hook environment) and, at SessionStart and a session's
-    first event, from the settings files (see module rules)."""
-    env = payload.get(ENV_KEY)
-    if isinstance(env, dict):
+def note_overrides(st: SessionState, env: dict[str, str], event: str) -> None:
+    """Take the overrides from the event's ``ctxlifed_env`` (the hook environment) and, at SessionStart
+    and a session's first event, from the settings files (see module rules)."""
+    if env:
         st.autocompact_env = AC.merge_env([env])
     if event == "SessionStart" or st.autocompact_settings is None:
         st.autocompact_settings = AC.merge_env(_settings_envs(st))

@@ -29,8 +29,9 @@ Rules:
   burst's backlog: it answers from what is stored; status reports what is still pending).
 - Bounded: at ``MAX_BACKLOG`` jobs an acknowledgement first waits for room (``room``: the deriver
   runs flat out meanwhile), so a sustained overload slows answers to the derivation rate instead of
-  growing the queue. The first ``KEEP_PAYLOADS`` jobs keep their payload in memory; later ones re-read
-  it from the store. A session somebody waits for (a sync event) is derived ahead of the others.
+  growing the queue. The first ``KEEP_PAYLOADS`` jobs keep their typed event in memory; later ones
+  re-read the stored payload and decode it again. A session somebody waits for (a sync event) is
+  derived ahead of the others.
 - A job whose derivation raises (a bug, never input: the pure core accepts any payload) is logged
   and its event left as stored raw (``pending`` cleared): one bad event never wedges the backlog.
   A full disk keeps the job and retries after ``RETRY_S``.
@@ -49,6 +50,7 @@ import anyio
 import anyio.lowlevel
 import structlog
 
+from ..core.hook_events import HookEvent, UnknownHook
 from ..scheduler import Scheduler
 from ..store.db import StorageFullError
 from . import files
@@ -81,7 +83,7 @@ class Job:
     cwd: str
     event: str
     ts: float
-    payload: dict[str, Any] | None  # None: read back from the store
+    hook: HookEvent | UnknownHook | None  # the typed event; None: its payload read back from the store
     lesson: Any = None  # the classified tool event (core.lessons.Ev) the ack path already made
     done: bool = False  # derived (or skipped): left in the global queue, dropped when reached
 
@@ -107,7 +109,7 @@ class Backlog:
 
     def put(self, job: Job) -> None:
         if self.queued >= KEEP_PAYLOADS:
-            job.payload = None
+            job.hook = None
         self.jobs.append(job)
         self.by_session.setdefault(job.sid, collections.deque()).append(job)
         self.queued += 1

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core import lessons as LS
+from ..core.hook_events import HookEvent, UnknownHook
 from ..runtime.ctl import ctl_command
 from ..store import lessons as store
 from ..store.db import Readers, Writer
@@ -47,9 +48,9 @@ class Lessons:
     on_stored: Callable[[str], None]  # a project's lessons changed (called with the project)
     known: dict[str, tuple[bool, float]] = field(default_factory=dict)  # project -> (has lessons, checked at)
 
-    async def on_tool_event(self, st: SessionState, payload: dict[str, Any], event_id: int, now: float) -> str:
+    async def on_tool_event(self, st: SessionState, hook: HookEvent | UnknownHook, event_id: int, now: float) -> str:
         """Advance the session's tracker; store completed lessons; return a hint for a known error (or '')."""
-        ev = LS.classify_event(payload, event_id=event_id, ts=now)
+        ev = LS.classify_hook(hook, event_id=event_id, ts=now)
         hint = await self.hint_for(st, ev)
         await self.advance(st, ev, now)
         return hint

@@ -5,6 +5,8 @@ Every hook event goes through, in order:
 1. ``decode``: redact the payload (when configured), decode it once into its typed event
    (``core/hook_events.py``, lenient), read the fields the pipeline routes on (event, session, cwd,
    project) from it, and build the raw event row: what is stored is the (redacted) payload itself.
+   From here on every step reads the typed event (or the typed fields it needs), never the payload
+   dict: the dict is only encoded into the row (``tests/test_layering.py`` keeps this true).
 2. acknowledge (write-behind events) or derive inline (events whose answer depends on the derivation).
 A derivation (``Service._hook_locked``) is:
    elements (the hook's own elements, advice signals) -> phase (``observe_phase``) -> transcript (usage,
@@ -28,11 +30,19 @@ import msgspec
 
 from ..core import budget as budgets
 from ..core import classify, hook_events
+from ..core.hook_events import (
+    HookEvent,
+    PostToolUse,
+    PostToolUseFailure,
+    ToolHook,
+    UnknownHook,
+    UserPromptSubmit,
+    as_text,
+)
 from ..core import lessons as lesson_rules
 from ..core import pending as pending_rules
 from ..core import phase as phases
 from ..core import testfail, transcript
-from ..core.events import d, s
 from ..core.model import Element, Kind, estimate_tokens
 from ..core.paths import validate_session_id
 from ..core.redact import redact_obj
@@ -47,10 +57,10 @@ _encoder = msgspec.json.Encoder()
 
 @dataclass(frozen=True)
 class Incoming:
-    """A hook event as decoded at the edge: the (redacted) payload, what it routes on, its raw row."""
+    """A hook event as decoded at the edge: its typed event, what it routes on, its raw row (which
+    holds the (redacted) payload as stored)."""
 
-    payload: dict[str, Any]
-    hook: hook_events.HookEvent | hook_events.UnknownHook  # the typed view of ``payload`` (core/hook_events.py)
+    hook: HookEvent | UnknownHook  # the typed view of the payload (core/hook_events.py)
     event: str
     sid: str  # "" when the payload names no valid session
     project: str
@@ -72,10 +82,11 @@ def decode(payload: dict[str, Any], *, now: float, redact: bool, source: str, ri
     except ValueError:
         sid = ""
     project = files.project_root(cwd) if cwd else "(unknown)"
+    tool = hook.tool_name if isinstance(hook, (ToolHook, UnknownHook)) else ""
     row = ops.EventRow(session=sid or "_invalid", project=project, cwd=cwd, event=event,
-                       tool=s(payload.get("tool_name")) or None, ts=now, payload=_encoder.encode(payload),
+                       tool=tool or None, ts=now, payload=_encoder.encode(payload),
                        redactions=redactions, source=source, rid=rid)
-    return Incoming(payload=payload, hook=hook, event=event, sid=sid, project=project, cwd=cwd, now=now, row=row)
+    return Incoming(hook=hook, event=event, sid=sid, project=project, cwd=cwd, now=now, row=row)
 
 
 def enrich(el: Element) -> Element:
@@ -85,13 +96,13 @@ def enrich(el: Element) -> Element:
     return el
 
 
-def observe_phase(st: SessionState, event: str, payload: dict[str, Any], now: float) -> Any:
+def observe_phase(st: SessionState, hook: HookEvent | UnknownHook, now: float) -> Any:
     """Step phase: the phase signals of a prompt or a main-chain tool call; the switch they cause (or None)."""
     signals: list[phases.Signal] = []
-    if event == "UserPromptSubmit":
-        signals = phases.signals_from_prompt(s(payload.get("prompt")))
-    elif event in ("PostToolUse", "PostToolUseFailure") and not s(payload.get("agent_id")):
-        signals = phases.signals_from_tool(s(payload.get("tool_name")), d(payload.get("tool_input")))
+    if isinstance(hook, UserPromptSubmit):
+        signals = phases.signals_from_prompt(hook.prompt)
+    elif isinstance(hook, (PostToolUse, PostToolUseFailure)) and not hook.agent_id:
+        signals = phases.signals_from_tool(hook.tool_name, hook.tool_input)
     switch = None
     if signals:
         st.phase, switch = phases.observe(st.phase, signals, now)
@@ -107,7 +118,7 @@ class Findings:
     went_green: bool
 
 
-def findings(st: SessionState, event: str, payload: dict[str, Any], elements: list[Element], now: float) -> Findings:
+def findings(st: SessionState, hook: HookEvent | UnknownHook, elements: list[Element], now: float) -> Findings:
     """Step findings: files and tests for the ledger ("tests green again" is a task boundary); facts
     (decisions, constraints, pending items) from prompts, assistant text and TodoWrite; the evidence
     that closes open pending items."""
@@ -135,10 +146,11 @@ def findings(st: SessionState, event: str, payload: dict[str, Any], elements: li
                                      tokens=estimate_tokens(text)))
     # The to-do list Claude keeps (TodoWrite): each open todo is a pending item; a completed one
     # closes it (closing_evidence).
-    for i, text in enumerate(open_todos(event, payload)):
-        facts.append(Element(uid=f"{s(payload.get('tool_use_id')) or now}:todo:{i}", kind=Kind.PENDING, text=text,
+    tool_use_id = hook.tool_use_id if isinstance(hook, ToolHook) else ""
+    for i, text in enumerate(open_todos(hook)):
+        facts.append(Element(uid=f"{tool_use_id or now}:todo:{i}", kind=Kind.PENDING, text=text,
                              ts=now, tokens=estimate_tokens(text)))
-    closing = closing_evidence(event, payload, facts, passed_tests, passed_text,
+    closing = closing_evidence(hook, facts, passed_tests, passed_text,
                                [el.text for el in elements if el.kind in (Kind.PROMPT, Kind.ASSISTANT)])
     return Findings(facts=facts, closing=closing, went_green=went_green)
 
@@ -180,20 +192,20 @@ def covers(success_cmd: str, failure_cmd: str) -> bool:
     return lesson_rules.covers(lesson_rules.target_of("Bash", success_cmd), lesson_rules.target_of("Bash", failure_cmd))
 
 
-def open_todos(event: str, payload: dict[str, Any]) -> list[str]:
+def open_todos(hook: HookEvent | UnknownHook) -> list[str]:
     """The todos a main-agent TodoWrite call lists as not completed (one line each, bounded)."""
-    if event != "PostToolUse" or s(payload.get("agent_id")) or s(payload.get("tool_name")) != "TodoWrite":
+    if not isinstance(hook, PostToolUse) or hook.agent_id or hook.tool_name != "TodoWrite":
         return []
-    todos = d(payload.get("tool_input")).get("todos")
+    todos = hook.tool_input.get("todos")
     out = []
     for t in todos if isinstance(todos, list) else []:
-        if isinstance(t, dict) and t.get("status") in ("pending", "in_progress") and s(t.get("content")).strip():
-            text = " ".join(s(t.get("content")).split())
+        if isinstance(t, dict) and t.get("status") in ("pending", "in_progress") and as_text(t.get("content")).strip():
+            text = " ".join(as_text(t.get("content")).split())
             out.append(text if len(text) <= classify.MAX_FACT_CHARS else text[: classify.MAX_FACT_CHARS - 1] + "…")
     return out[:MAX_TODOS]
 
 
-def closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], passed_tests: list[str],
+def closing_evidence(hook: HookEvent | UnknownHook, facts: list[Element], passed_tests: list[str],
                      passed_text: list[str], said: list[str]) -> pending_rules.Evidence:
     """What this event says about open pending items (core/pending.py routes); ``said``: the texts of
     its prompts and assistant messages."""
@@ -202,18 +214,19 @@ def closing_evidence(event: str, payload: dict[str, Any], facts: list[Element], 
     done: list[str] = []
     answers: list[str] = []
     settled = [t for text in said[:pending_rules.MAX_EVIDENCE] for t in pending_rules.settled_topics(text)]
-    if event == "PostToolUse" and not s(payload.get("agent_id")):
-        tool, ti = s(payload.get("tool_name")), d(payload.get("tool_input"))
+    if isinstance(hook, PostToolUse) and not hook.agent_id:
+        tool, ti = hook.tool_name, hook.tool_input
         if tool == "TodoWrite" and isinstance(ti.get("todos"), list):
-            todos = [s(t.get("content")) for t in ti["todos"]
-                     if isinstance(t, dict) and t.get("status") == "completed" and s(t.get("content"))]
+            todos = [as_text(t.get("content")) for t in ti["todos"]
+                     if isinstance(t, dict) and t.get("status") == "completed" and as_text(t.get("content"))]
         elif tool == "Edit":
-            edits = [(s(ti.get("old_string")), s(ti.get("new_string")))]
+            edits = [(hook.input_text("old_string"), hook.input_text("new_string"))]
         elif tool == "MultiEdit" and isinstance(ti.get("edits"), list):
-            edits = [(s(e.get("old_string")), s(e.get("new_string"))) for e in ti["edits"] if isinstance(e, dict)]
-    elif event == "UserPromptSubmit":
-        done = pending_rules.done_statements(s(payload.get("prompt")))
-        answers = pending_rules.answer_clauses(s(payload.get("prompt")))
+            edits = [(as_text(e.get("old_string")), as_text(e.get("new_string"))) for e in ti["edits"]
+                     if isinstance(e, dict)]
+    elif isinstance(hook, UserPromptSubmit):
+        done = pending_rules.done_statements(hook.prompt)
+        answers = pending_rules.answer_clauses(hook.prompt)
     return pending_rules.Evidence(completed_todos=tuple(todos[:64]), decisions=tuple(f.text for f in facts if f.kind is Kind.DECISION),
                        passed_tests=tuple(passed_tests), passed_text="\n".join(passed_text),
                        edits=tuple(edits[:64]), done=tuple(done), settled=tuple(settled), answers=tuple(answers))

@@ -36,7 +36,7 @@ import anyio.to_thread
 import structlog
 
 from ..core import wrap_policy as WP
-from ..core.events import s
+from ..core.hook_events import PostToolUse, PreToolUse
 from ..core.paths import validate_session_id
 from ..core.redact import redact
 from ..protocol import _errors as E
@@ -60,42 +60,42 @@ FAILING_CUT_CHARS = 10_000  # a failing command's output past this: Claude Code 
 REDACTION_MARK = "[REDACTED"
 
 
-async def pre_tool_use(cfg: Config, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+async def pre_tool_use(cfg: Config, event: PreToolUse) -> dict[str, Any] | None:
     """PreToolUse's hookSpecificOutput fields that wrap this call, or None (see the module rules). Never raises."""
     try:
-        if s(payload.get("tool_name")) != "Bash":
+        if event.tool_name != "Bash":
             return None
-        cwd = s(payload.get("cwd"))
+        cwd = event.cwd
         if not cwd or not cfg.wrap_mode(files.project_root(cwd)):
             return None
         with anyio.move_on_after(DECIDE_TIMEOUT_S):
-            return await _pre_tool_use(cfg, payload, cwd)
+            return await _pre_tool_use(cfg, event, cwd)
         log.warning("wrap_decide_timeout")
     except Exception:  # noqa: BLE001 - fail safe: the call goes on as Claude Code decides
         log.exception("wrap_decide_failed")
     return None
 
 
-async def _pre_tool_use(cfg: Config, payload: Mapping[str, Any], cwd: str) -> dict[str, Any] | None:
-    ti = payload.get("tool_input")
-    if not isinstance(ti, Mapping) or not set(ti) <= WRAPPABLE_INPUT_KEYS:
+async def _pre_tool_use(cfg: Config, event: PreToolUse, cwd: str) -> dict[str, Any] | None:
+    ti = event.tool_input
+    if not set(ti) <= WRAPPABLE_INPUT_KEYS:
         return None
     command = ti.get("command")
     if not isinstance(command, str) or any(isinstance(v, str) and REDACTION_MARK in v for v in ti.values()):
         return None
     try:
-        sid = validate_session_id(s(payload.get("session_id")))
+        sid = validate_session_id(event.session_id)
     except ValueError:
         return None
-    if WP.precheck(command, payload.get("permission_mode"), cwd):
+    if WP.precheck(command, event.permission_mode, cwd):
         return None  # not a candidate: no settings file read
-    tpath = s(payload.get("transcript_path"))
+    tpath = event.transcript_path
     if files.transcript_allowed(tpath, cfg.allowed_transcript_roots()) is None:
         return None
     proc = os.environ.get("CTXLIFED_PROC_ROOT") or claude_settings.PROC  # a test seam: a fake /proc
     rules = await anyio.to_thread.run_sync(partial(claude_settings.read_rules, cwd, tpath, proc=proc),
                                            abandon_on_cancel=True)
-    verdict = WP.decide(command, payload.get("permission_mode"), rules, cwd)
+    verdict = WP.decide(command, event.permission_mode, rules, cwd)
     log.info("wrap_decision", session=sid, wrap=verdict.wrap, reason=verdict.reason)
     if not verdict.wrap:
         return None
@@ -119,12 +119,12 @@ async def store(p: M.WrapStoreParams, *, cfg: Config, sessions: Mapping[str, Ses
     text = p.output
     if cfg.redact:
         text, _n = redact(text)
-    payload = {"hook_event_name": "PostToolUse", "session_id": sid, "cwd": cwd, "tool_name": "Bash",
-               "tool_use_id": f"ctxlifed-wrap-{uuid.uuid4().hex}", "tool_input": {"command": p.command},
-               "tool_response": {"stdout": text, "stderr": "", "interrupted": False, "isImage": False,
-                                 "noOutputExpected": False}}
-    pending = await compress.prepare(
-        cfg, payload, project=project, level=st.level if st is not None else 0,
+    event = PostToolUse(session_id=sid, cwd=cwd, tool_name="Bash", tool_use_id=f"ctxlifed-wrap-{uuid.uuid4().hex}",
+                        tool_input={"command": p.command},
+                        tool_response={"stdout": text, "stderr": "", "interrupted": False, "isImage": False,
+                                       "noOutputExpected": False})
+    pending = await compress.prepare_event(
+        cfg, event, project=project, level=st.level if st is not None else 0,
         phase=st.phase.phase if st is not None else "planning",
         edited_paths=st.files_touched if st is not None else [],
         transcript_path=st.transcript_path if st is not None else None, session=sid,

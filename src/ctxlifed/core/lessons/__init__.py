@@ -13,7 +13,7 @@ Rules:
     :mod:`.signatures` -- the decisive error line, normalised (:func:`signature`, :func:`describe_error`),
                           and its plain cause (:func:`cause_of`).
     :mod:`.events`     -- one PostToolUse / PostToolUseFailure payload as an :class:`Ev`
-                          (:func:`classify_event`, :func:`edit_change`).
+                          (:func:`classify_hook`, :func:`edit_change`).
     :mod:`.tracker`    -- the per-session :class:`Tracker` (:func:`step`), lessons merged and ranked.
     :mod:`.render`     -- ``lessons.md`` (render, parse, reconcile), hints, the archive text.
     :mod:`.text`       -- the shared one-line / bounded / redacted text helpers.
@@ -23,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 from ctxlifed.core.commands import command_family
-from ctxlifed.core.lessons.events import CHANGE_SIDE_MAX, MAX_EV_TEXT, Ev, EvKind, classify_event, classify_hook, edit_change
+from ctxlifed.core.lessons.events import CHANGE_SIDE_MAX, MAX_EV_TEXT, Ev, EvKind, classify_hook, edit_change
 from ctxlifed.core.lessons.render import (
     HINT_CAP_TOKENS,
     HINT_QUOTE_LABEL,
@@ -84,7 +84,6 @@ __all__ = [
     "Target",
     "Tracker",
     "cause_of",
-    "classify_event",
     "classify_hook",
     "covers",
     "describe_error",

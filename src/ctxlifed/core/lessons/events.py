@@ -1,10 +1,10 @@
 """Events: one PostToolUse / PostToolUseFailure hook payload as the lesson tracker sees it (:class:`Ev`).
 
 Rules:
-- Pure: no I/O, no clock; times and event ids are passed in. :func:`classify_event` never raises on
-  a malformed payload. An :class:`Ev`'s text is bounded (:data:`MAX_EV_TEXT`).
+- Pure: no I/O, no clock; times and event ids are passed in. :func:`classify_hook` never raises on
+  an event of any shape. An :class:`Ev`'s text is bounded (:data:`MAX_EV_TEXT`).
 - Events (:func:`classify_hook`, one typed PostToolUse / PostToolUseFailure event of
-  ``core.hook_events`` at a time; :func:`classify_event` is the adapter for a payload dict):
+  ``core.hook_events`` at a time, decoded once by the caller):
     fail    -- PostToolUseFailure (not ``is_interrupt``); a PostToolUse Bash whose ``tool_response``
                carries a non-zero exit code; a PostToolUse Bash test run whose output
                :func:`~ctxlifed.core.transcript.test_outcome` calls failed.
@@ -35,7 +35,6 @@ from ctxlifed.core.hook_events import (
     UnknownHook,
     as_mapping,
     as_text,
-    decode_hook,
 )
 from ctxlifed.core.lessons.signatures import signature
 from ctxlifed.core.lessons.targets import MAX_TARGET_PART, Target, target_of
@@ -43,7 +42,7 @@ from ctxlifed.core.lessons.text import WS_RE, code_span, cut
 from ctxlifed.core.lessons.text import one_line as _one_line  # the name the classifier's body uses
 from ctxlifed.core.transcript import test_outcome
 
-__all__ = ["CHANGE_SIDE_MAX", "MAX_EV_TEXT", "Ev", "EvKind", "classify_event", "classify_hook", "edit_change"]
+__all__ = ["CHANGE_SIDE_MAX", "MAX_EV_TEXT", "Ev", "EvKind", "classify_hook", "edit_change"]
 
 MAX_EV_TEXT = 16_000  # characters of an Ev's text (head 4k + tail 12k)
 
@@ -52,7 +51,7 @@ EvKind = Literal["fail", "success", "edit", "command"]
 
 class Ev(msgspec.Struct, frozen=True, kw_only=True):
     """One tool call as the lesson tracker sees it. ``target``/``signature`` are filled in by
-    :func:`classify_event`; when left empty, :func:`step` derives them from the other fields."""
+    :func:`classify_hook`; when left empty, :func:`step` derives them from the other fields."""
 
     kind: EvKind
     ts: float
@@ -103,12 +102,6 @@ def _exit_code(tr: Any) -> int | None:
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     return None
-
-
-def classify_event(payload: dict[str, Any], *, event_id: int, ts: float) -> Ev | None:
-    """Adapter for callers that still hold the payload dict: :func:`classify_hook` of its decoded
-    event. New code decodes once (``hook_events.decode_hook``) and calls that directly."""
-    return classify_hook(decode_hook(payload), event_id=event_id, ts=ts)
 
 
 def classify_hook(event: HookEvent | UnknownHook, *, event_id: int, ts: float) -> Ev | None:
