@@ -274,14 +274,13 @@ class Service:
     async def _state(self, sid: str, project: str, cwd: str, now: float) -> SessionState:
         st = self._touch(sid)
         if st is None:
-            rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
-            st = load(rows[0]["state"]) if rows else None
+            own, last = await self.readers.run(partial(queries.session_or_project_last, session=sid, project=project))
+            st = load(own["state"]) if own else None
             if st is None:
                 st = SessionState(session=sid, project=project, cwd=cwd, phase_started=now,
                                   phase=PH.PhaseState(since=now), acc=A.Accounting(project_root=project))
                 # A new session in a known project starts in the phase the project was last in.
-                last = await self.readers.run(partial(queries.sessions, project=project, limit=1))
-                prev = load(last[0]["state"]) if last else None
+                prev = load(last["state"]) if last else None
                 if prev is not None:
                     st.phase = PH.PhaseState(phase=prev.phase.phase, since=now)
             if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:
