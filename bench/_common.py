@@ -32,7 +32,8 @@ BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 CACHE = BENCH / ".cache"
 SRC = Path(os.environ.get("CTXLIFED_BENCH_SRC") or ROOT / "src").resolve()
-SHIM = SRC / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
+SHIM = SRC / "ctxlifed" / "_shim" / "ctxlifed_hook.py"  # the script hooks run
+SHIM_MODULE = SHIM.parent / "ctxlifed_shim.py"  # the shim proper, which it loads
 PY = sys.executable
 FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", "") or next(
     (p for p in (ROOT / "tests" / "fixtures" / "claude-code", ROOT.parent / "shared" / "fixtures" / "claude-code")

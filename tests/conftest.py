@@ -24,7 +24,8 @@ import pytest
 from ctxlifed.testing import daemon_env, start_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIM = ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py"
+SHIM = ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py"  # the script Claude Code runs
+SHIM_MODULE = SHIM.parent / "ctxlifed_shim.py"  # the shim proper, which the script loads
 # Real Claude Code 2.1.328 data (copied from ../shared/fixtures/claude-code so a clean clone is self-contained).
 FIXTURES = Path(os.environ.get("CTXLIFED_FIXTURES", ROOT / "tests" / "fixtures" / "claude-code"))
 

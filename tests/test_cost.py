@@ -175,7 +175,7 @@ def test_config_prices_from_file_and_env(tmp_path) -> None:
 # -- the shim forwards the overrides ------------------------------------------------------------------
 @pytest.fixture
 def shim_mod(monkeypatch):
-    from ctxlifed._shim import ctxlifed_hook as shim
+    from ctxlifed._shim import ctxlifed_shim as shim
 
     for k in shim.ENV_VARS:
         monkeypatch.delenv(k, raising=False)

@@ -272,12 +272,30 @@ def test_plugin_carries_the_current_shim(tmp_path: Path) -> None:
     assert not (PLUGIN / "hooks" / "ctxlifed_hook.py").exists()
     dest = tmp_path / "rendered"
     PL.render_plugin(str(dest), python=sys.executable, ctl="/abs/ctxlifectl")
-    copy = dest / "hooks" / "ctxlifed_hook.py"
-    assert not copy.is_symlink()
-    assert copy.read_bytes() == (ROOT / "src" / "ctxlifed" / "_shim" / "ctxlifed_hook.py").read_bytes()
+    for name in ("ctxlifed_hook.py", "ctxlifed_shim.py"):  # the script and the module it loads
+        assert not (PLUGIN / "hooks" / name).exists()
+        copy = dest / "hooks" / name
+        assert not copy.is_symlink()
+        assert copy.read_bytes() == (ROOT / "src" / "ctxlifed" / "_shim" / name).read_bytes()
     hooks = json.loads((dest / "hooks" / "hooks.json").read_text())["hooks"]
     assert {h["args"][-1] for groups in hooks.values() for g in groups for h in g["hooks"]} == {
         "${CLAUDE_PLUGIN_ROOT}/hooks/ctxlifed_hook.py"}
+
+
+def test_the_rendered_plugin_runs_its_own_shim(short_tmp: Path) -> None:
+    """The plugin's script loads the shim proper from its own folder: run there, it keeps the event."""
+    from ctxlifed.cli import plugin as PL
+    from ctxlifed.testing import daemon_env
+
+    dest = short_tmp / "rendered"
+    PL.render_plugin(str(dest), python=sys.executable, ctl="/abs/ctxlifectl")
+    env = daemon_env(short_tmp, CTXLIFED_HOOK_DEADLINE="0.5", CTXLIFED_DAEMON_CMD="/bin/true")
+    payload = {"session_id": "plugin-copy", "cwd": "/tmp", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+    r = subprocess.run([sys.executable, "-I", "-S", str(dest / "hooks" / "ctxlifed_hook.py")],
+                       input=json.dumps(payload).encode(), env=env, capture_output=True, timeout=30, check=False)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    spooled = (Path(env["CTXLIFED_DATA_DIR"]) / "spool.jsonl").read_bytes().splitlines()
+    assert [json.loads(x)["payload"] for x in spooled] == [payload]
 
 
 def test_clients_claude_code_is_the_packaged_plugin() -> None:

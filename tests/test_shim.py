@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SHIM, daemon_env, run_shim
+from conftest import SHIM, SHIM_MODULE, daemon_env, run_shim
 
 PAYLOAD = {"session_id": "0f1e2d3c-aaaa-bbbb-cccc-000000000001", "transcript_path": "/nonexistent/t.jsonl",
            "cwd": "/tmp", "hook_event_name": "UserPromptSubmit", "prompt": "hello shim"}
@@ -184,7 +184,7 @@ def test_shim_imports_only_what_a_socket_client_needs() -> None:
     """The shim's import set, run as Claude Code runs it (-I -S), stays minimal."""
     code = (
         "import sys; before=set(sys.modules); sys.argv=['x']; import runpy;"
-        f" g=runpy.run_path({str(SHIM)!r}, run_name='not_main'); "
+        f" g=runpy.run_path({str(SHIM_MODULE)!r}, run_name='not_main'); "
         "print(','.join(sorted(set(sys.modules)-before)))"
     )
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
@@ -197,7 +197,7 @@ def test_shim_imports_only_what_a_socket_client_needs() -> None:
 def _load_shim() -> dict[str, Any]:
     import runpy
 
-    return runpy.run_path(str(SHIM), run_name="not_main")
+    return runpy.run_path(str(SHIM_MODULE), run_name="not_main")
 
 
 def _reply(rid: bytes, stdout: str, exit_code: int = 0) -> bytes:
@@ -220,7 +220,7 @@ def test_an_escaped_briefing_is_decoded_without_importing_json() -> None:
     reply = _reply(b"00ff", BRIEFING, 2)
     code = (
         "import sys; sys.argv=['x']; import runpy;"
-        f" g=runpy.run_path({str(SHIM)!r}, run_name='not_main');"
+        f" g=runpy.run_path({str(SHIM_MODULE)!r}, run_name='not_main');"
         f" got=g['_answer']({reply!r}, b'00ff');"
         " print(repr(got)); print('json' in sys.modules)"
     )
@@ -251,3 +251,135 @@ def test_replies_decode_as_json_decodes_them() -> None:
         assert shim["_answer"](reply, b"abcd") == (json.loads(reply)["result"]["stdout"], code)
 
     check()
+
+
+# -- the script and its private bytecode cache ----------------------------------------------------------
+def _cached_pyc(cache: Path) -> Path:
+    """Where the script caches the shim proper's bytecode under ``cache`` (Python's own naming)."""
+    import importlib.util
+
+    before = sys.pycache_prefix
+    sys.pycache_prefix = str(cache)
+    try:
+        return Path(importlib.util.cache_from_source(str(SHIM_MODULE)))
+    finally:
+        sys.pycache_prefix = before
+
+
+def _plant_poison(pyc: Path) -> bytes:
+    """Bytecode valid for the shim proper's current source whose main() prints POISON: run, it would show."""
+    import importlib.util
+    import marshal
+
+    st = SHIM_MODULE.stat()
+    code = compile("def main(started=None):\n    import os\n    os.write(1, b'POISON')\n    os._exit(0)\n",
+                   str(SHIM_MODULE), "exec")
+    blob = (importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little") + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little") + marshal.dumps(code))
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    pyc.write_bytes(blob)
+    return blob
+
+
+def _spooled(env: dict[str, str]) -> list[dict[str, Any]]:
+    spool = Path(env["CTXLIFED_DATA_DIR"]) / "spool.jsonl"
+    return [json.loads(x) for x in spool.read_bytes().splitlines()] if spool.exists() else []
+
+
+def test_the_script_caches_the_shim_bytecode_in_a_private_folder(short_tmp: Path) -> None:
+    """The script compiles the shim proper once, into ``<data dir>/pycache`` (0700), and loads it from
+    there afterwards (``-v``: Python names the bytecode it ran); nothing is written next to the source."""
+    env = shim_env(short_tmp)
+    data = Path(env["CTXLIFED_DATA_DIR"])
+    data.mkdir(parents=True, mode=0o700)
+    r = run_shim(PAYLOAD, env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    cache = data / "pycache"
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    pyc = _cached_pyc(cache)
+    assert pyc.is_file()
+    r = subprocess.run([sys.executable, "-I", "-S", "-v", str(SHIM)], input=json.dumps(PAYLOAD).encode(), env=env,
+                       capture_output=True, timeout=30, check=False)
+    assert (r.returncode, r.stdout) == (0, b"")
+    assert f"code object from '{pyc}'".encode() in r.stderr
+    assert [e["payload"] for e in _spooled(env)] == [PAYLOAD, PAYLOAD]  # the real shim ran both times
+
+
+def test_a_planted_bytecode_runs_only_from_a_private_cache(short_tmp: Path) -> None:
+    """Control for the refusals below: bytecode in the private cache is what runs (so it must be ours alone)."""
+    env = shim_env(short_tmp)
+    cache = Path(env["CTXLIFED_DATA_DIR"]) / "pycache"
+    cache.mkdir(parents=True, mode=0o700)
+    _plant_poison(_cached_pyc(cache))
+    r = run_shim(PAYLOAD, env)
+    assert (r.returncode, r.stdout) == (0, b"POISON")
+
+
+@pytest.mark.parametrize("how", ["group_writable", "world_writable", "group_readable", "a_link", "a_file",
+                                 "another_owner"])
+def test_an_untrusted_bytecode_folder_is_never_used(short_tmp: Path, how: str) -> None:
+    """A cache folder open to others, not a real folder, or not ours: its bytecode is never read, nothing
+    is written there, and the shim still runs (compiled in memory) and keeps the event."""
+    if how == "another_owner" and os.geteuid() != 0:
+        pytest.skip("giving a folder to another uid needs root")
+    env = shim_env(short_tmp)
+    data = Path(env["CTXLIFED_DATA_DIR"])
+    data.mkdir(parents=True, mode=0o700)
+    cache = data / "pycache"
+    target = short_tmp / "elsewhere"
+    target.mkdir(mode=0o700)
+    if how == "a_link":
+        cache.symlink_to(target)
+    elif how == "a_file":
+        cache.write_bytes(b"")
+    else:
+        cache.mkdir(mode=0o700)
+    planted = None
+    if how != "a_file":
+        planted = _plant_poison(_cached_pyc(cache))
+    if how in ("group_writable", "world_writable", "group_readable"):
+        os.chmod(cache, {"group_writable": 0o770, "world_writable": 0o707, "group_readable": 0o750}[how])
+    elif how == "another_owner":
+        os.chown(cache, 65534, 65534)
+    before = sorted(str(p) for p in (target if how == "a_link" else data).rglob("*"))
+    r = run_shim(PAYLOAD, env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    assert [e["payload"] for e in _spooled(env)] == [PAYLOAD]
+    if planted is not None:
+        assert _cached_pyc(cache).read_bytes() == planted
+    after = sorted(str(p) for p in (target if how == "a_link" else data).rglob("*"))
+    assert [p for p in after if p not in before and not p.endswith(("spool.jsonl", "spawn.stamp"))] == []
+
+
+def test_the_script_fails_open_without_its_shim(short_tmp: Path) -> None:
+    """The script copied without the shim proper next to it: exit 0, nothing on stdout or stderr."""
+    lone = short_tmp / "lone"
+    lone.mkdir()
+    (lone / SHIM.name).write_bytes(SHIM.read_bytes())
+    r = subprocess.run([sys.executable, "-I", "-S", str(lone / SHIM.name)], input=json.dumps(PAYLOAD).encode(),
+                       env=shim_env(short_tmp), capture_output=True, timeout=30, check=False)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+
+
+def test_a_bad_spool_bound_still_keeps_the_event(short_tmp: Path) -> None:
+    """``CTXLIFED_SPOOL_MAX`` that is not a number: the default bound, no traceback, the event kept."""
+    env = shim_env(short_tmp, CTXLIFED_SPOOL_MAX="lots")
+    r = run_shim(PAYLOAD, env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    assert [e["payload"] for e in _spooled(env)] == [PAYLOAD]
+
+
+def test_the_script_imports_nothing_to_load_the_shim() -> None:
+    """Run as Claude Code runs it, the script adds no module to the interpreter's own set but what the shim
+    needs (os with what it imports under -S, and _socket): no importlib, no warnings."""
+    r = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", str(SHIM)], input=b"not json",
+                       capture_output=True, timeout=30, check=False)
+    assert (r.returncode, r.stdout) == (0, b"")
+    base = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", "-c", "pass"], capture_output=True,
+                          timeout=30, check=False)
+
+    def mods(err: bytes) -> set[str]:
+        return {ln.split("|")[-1].strip() for ln in err.decode().splitlines() if ln.startswith("import time:")} - {"package"}
+
+    needed = {"_socket", "os", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"}
+    assert mods(r.stderr) - mods(base.stderr) <= needed, mods(r.stderr) - mods(base.stderr)

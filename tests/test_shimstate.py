@@ -6,6 +6,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from ctxlifed.cli import shimstate
 from ctxlifed.cli.client import peer_uid, socket_problem
 from ctxlifed.cli.main import render_shim
@@ -62,3 +64,36 @@ def test_peer_uid_of_our_own_socket_is_ours() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_bytecode_folder_the_hook_script_would_not_use_is_named(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``<data dir>/pycache`` that is not a private folder of ours: doctor says why hooks compile the shim."""
+    from ctxlifed.cli import doctor
+
+    data = short_tmp / "data"
+    data.mkdir(mode=0o700)
+    cache = data / "pycache"
+    assert shimstate.read(str(data), str(data)).cache_problem == ""  # absent: made on the next hook
+    cache.mkdir(mode=0o700)
+    assert shimstate.read(str(data), str(data)).cache_problem == ""
+    os.chmod(cache, 0o770)
+    assert shimstate.read(str(data), str(data)).cache_problem == "is open to others (mode 770)"
+    cache.rmdir()
+    (short_tmp / "elsewhere").mkdir(mode=0o700)
+    cache.symlink_to(short_tmp / "elsewhere")
+    assert shimstate.read(str(data), str(data)).cache_problem == "is a symbolic link"
+    cache.unlink()
+    cache.write_text("")
+    assert shimstate.read(str(data), str(data)).cache_problem == "is not a folder"
+    monkeypatch.setenv("CTXLIFED_DATA_DIR", str(data))
+    found = [f for f in doctor.check_shim(str(short_tmp / "run" / "s.sock")) if "bytecode" in f.message]
+    assert len(found) == 1 and f"{cache} is not a folder" in found[0].message
+
+
+def test_a_bytecode_folder_of_another_uid_is_named(short_tmp: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another uid needs root")
+    cache = short_tmp / "pycache"
+    cache.mkdir(mode=0o700)
+    os.chown(cache, 65534, 65534)
+    assert shimstate.read(str(short_tmp), str(short_tmp)).cache_problem == "belongs to uid 65534"

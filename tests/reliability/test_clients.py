@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SHIM, daemon_env
+from conftest import SHIM, SHIM_MODULE, daemon_env
 
 from ._harness import hook, run_shim_timed, wait_until
 
@@ -45,7 +45,7 @@ EVIL = json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
 
 
 def load_shim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ctxlifed_hook_under_test", SHIM)
+    spec = importlib.util.spec_from_file_location("ctxlifed_hook_under_test", SHIM_MODULE)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -349,7 +349,8 @@ def check_disk(min_free_mb: int = DEFAULT_MIN_FREE_MB) -> list[Finding]:
 
 
 def check_shim(sock: str) -> list[Finding]:
-    """What the hook shim left behind: events kept nowhere, its runtime-dir spool, a stalled mark."""
+    """What the hook shim left behind: events kept nowhere, its runtime-dir spool, a stalled mark, a
+    bytecode folder that it cannot use."""
     import time
 
     st = shimstate.read(P.data_dir(), os.path.dirname(sock))
@@ -367,6 +368,10 @@ def check_shim(sock: str) -> list[Finding]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.stalled_since))
         out.append(Finding("warn", "daemon", f"the daemon missed a hook's deadline at {when}: hooks spool after a"
                            " short probe until it answers in time again", "ctxlifectl daemon restart"))
+    if st.cache_problem:
+        out.append(Finding("warn", "hooks", f"the shim's bytecode folder {st.cache} {st.cache_problem}: it is not"
+                           " used, so every hook compiles the shim (slower hooks)",
+                           f"remove {st.cache} (the next hook makes it again, private)"))
     return out
 
 

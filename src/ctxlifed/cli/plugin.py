@@ -12,9 +12,10 @@ Rules:
   ``ctxlifectl`` in commands and skills = :func:`ctxlifed.runtime.ctl.ctl_command`.
 - The rendered folder is ctxlifed's own (default ``<data dir>/plugin``): it is replaced as a whole,
   atomically enough for a reader (written beside it, then renamed), never merged into.
-- One source for the shim: the template holds no copy of it. Rendering copies
-  ``ctxlifed/_shim/ctxlifed_hook.py`` into ``hooks/`` as a real file (a marketplace install copies
-  the plugin without following symlinks), so the plugin always runs the shim of this installation.
+- One source for the shim: the template holds no copy of it. Rendering copies the files of
+  ``ctxlifed/_shim/`` (the script ``ctxlifed_hook.py`` and the shim proper it loads) into ``hooks/``
+  as real files (a marketplace install copies the plugin without following symlinks), so the plugin
+  always runs the shim of this installation.
 - Stdlib only; never imports the server side.
 """
 
@@ -36,6 +37,7 @@ from ..runtime.ctl import ctl_command
 from . import install as I
 
 PLUGIN_DIRNAME = "plugin"
+SHIM_MODULE_FILE = "ctxlifed_shim.py"  # what the script loads (_shim/ctxlifed_hook.py: SHIM_FILE)
 # A bare `ctxlifectl` at a word start in a text the model or a `!` line runs; never one already absolute.
 _BARE_CTL = re.compile(r"(?<![\w/.-])ctxlifectl(?=[\s`:*)])")
 
@@ -45,8 +47,13 @@ def template_dir() -> str:
 
 
 def shim_source() -> str:
-    """The one shim source, which the rendered plugin carries a copy of."""
+    """The one shim source (the script hooks run), which the rendered plugin carries a copy of."""
     return os.path.abspath(str(resources.files("ctxlifed") / "_shim" / I.SHIM_NAME))
+
+
+def shim_files() -> list[str]:
+    """Every file of the shim: the script and the module it loads from its own folder."""
+    return [shim_source(), os.path.join(os.path.dirname(shim_source()), SHIM_MODULE_FILE)]
 
 
 def default_dir() -> str:
@@ -78,7 +85,8 @@ def render_plugin(dest: str, *, python: str, ctl: str) -> None:
     try:
         out = os.path.join(tmp, "p")
         shutil.copytree(src, out, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        shutil.copyfile(shim_source(), os.path.join(out, "hooks", I.SHIM_NAME))  # where hooks.json names it
+        for f in shim_files():  # the script where hooks.json names it, and the module next to it
+            shutil.copyfile(f, os.path.join(out, "hooks", os.path.basename(f)))
         hooks = os.path.join(out, "hooks", "hooks.json")
         with open(hooks, encoding="utf-8") as f:
             data = json.load(f)

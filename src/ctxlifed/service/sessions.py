@@ -51,15 +51,15 @@ class SessionRegistry:
         """The session ``sid``: from memory, else from the store, else new (marked most recently used)."""
         session = self.touch(sid)
         if session is None:
-            rows = await self.readers.run(partial(queries.sessions, session=sid, limit=1))
-            session = load(rows[0]["state"]) if rows else None
+            # one read job: the session's own row and its project's last session (one thread hop)
+            own, last = await self.readers.run(partial(queries.session_or_project_last, session=sid, project=project))
+            session = load(own["state"]) if own else None
             if session is None:
                 session = SessionState(session=sid, project=project, cwd=cwd, phase_started=now,
                                        phase=phases.PhaseState(since=now),
                                        acc=accounting.Accounting(project_root=project))
                 # A new session in a known project starts in the phase the project was last in.
-                last = await self.readers.run(partial(queries.sessions, project=project, limit=1))
-                prev = load(last[0]["state"]) if last else None
+                prev = load(last["state"]) if last else None
                 if prev is not None:
                     session.phase = phases.PhaseState(phase=prev.phase.phase, since=now)
             if len(self.sessions) >= MAX_SESSIONS_IN_MEMORY:

@@ -750,6 +750,15 @@ def sessions(conn: sqlite3.Connection, *, project: str | None = None, session: s
     return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
+def session_or_project_last(conn: sqlite3.Connection, *, session: str, project: str) -> tuple[dict[str, Any] | None,
+                                                                                               dict[str, Any] | None]:
+    """(the session's row, the project's most recent session row): both lookups of a session the
+    daemon does not hold in memory, in one read job (one thread hop fewer before its first answer)."""
+    own = sessions(conn, session=session, limit=1)
+    last = sessions(conn, project=project, limit=1)
+    return (own[0] if own else None), (last[0] if last else None)
+
+
 def compactions(conn: sqlite3.Connection, *, session: str | None, project: str | None,
                 limit: int) -> list[tuple]:
     """(id, session, project, report blob) of compaction reports, newest first."""
