@@ -171,3 +171,83 @@ def test_the_payload_read_check_finds_what_it_forbids(tmp_path: Path) -> None:
                    "    return 'x' in payload\n", encoding="utf-8")
     assert payload_reads(bad) == ["bad.py:1: f() takes a payload", "bad.py:2: .get()", "bad.py:3: subscript",
                                   "bad.py:4: in"]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in it, ``TYPE_CHECKING`` blocks included:
+    a cycle there is still two modules that cannot be understood apart)."""
+    mods: dict[str, Path] = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def targets(current: str, node: ast.ImportFrom) -> set[str]:
+        package = current if mods[current].name == "__init__.py" else current.rsplit(".", 1)[0]
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            module = ".".join(base + ([node.module] if node.module else []))
+        else:
+            module = node.module or ""
+        return {f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module for a in node.names} & set(mods)
+
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                graph[m] |= targets(m, node) - {m}
+            elif isinstance(node, ast.Import):
+                graph[m] |= {a.name for a in node.names if a.name in mods}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_cycles_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    """No two modules import each other, directly or around a loop (the service helpers once imported
+    ``app`` for its type, ``watch`` imported ``daemon``): each part receives what it uses."""
+    assert cycles(import_graph()) == []

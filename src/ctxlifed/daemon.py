@@ -326,10 +326,16 @@ class Daemon:
                 last_cp = time.monotonic()
 
     async def _watch_files(self) -> None:
-        from .watch import watch_loop
+        from .watch import Watched, watch_loop
 
         assert self.service is not None
-        await watch_loop(self)
+        await watch_loop(Watched(config_path=self.paths.config, service=self.service, apply_config=self._apply_config))
+
+    def _apply_config(self, cfg: Config) -> None:
+        """A reloaded config: the daemon's and the service's."""
+        self.cfg = cfg
+        if self.service is not None:
+            self.service.cfg = cfg
 
 
 def _served_path(listeners: list[Any], fallback: str) -> str:

@@ -9,47 +9,58 @@ Rules:
   before the watch began is not missed.
 - The daemon's stop stops the watch at once: watchfiles' thread cannot be cancelled and, unless its
   stop event is set, waits out its notify timeout (5 s) before a cancelled task group may exit.
+- The watch receives what it uses (:class:`Watched`: the config file, the service, how to apply a
+  reloaded config), not the daemon: it does not import ``daemon.py``, which imports it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
-from .runtime.config import load
+from .runtime.config import Config, load
 
 if TYPE_CHECKING:
-    from .daemon import Daemon
+    from .service.app import Service
 
 log = structlog.get_logger("ctxlifed.watch")
 REBUILD_S = 1.0
 SCAN_CAP = 500  # files re-indexed when a memory folder starts being watched
 
 
-def watch_roots(daemon: Daemon) -> list[str]:
+@dataclass(frozen=True)
+class Watched:
+    """What the watch needs: the config file, the service (its live sessions' projects, its memory
+    folder name, the re-indexing of L3 pages) and how a reloaded config is applied."""
+
+    config_path: str
+    service: Service
+    apply_config: Callable[[Config], None]
+
+
+def watch_roots(w: Watched) -> list[str]:
     roots = []
-    cfg_dir = os.path.dirname(daemon.paths.config)
+    cfg_dir = os.path.dirname(w.config_path)
     if os.path.isdir(cfg_dir):
         roots.append(cfg_dir)
-    svc = daemon.service
-    if svc is not None:
-        for project in sorted({st.project for st in svc.sessions.values()}):
-            mem = os.path.join(project, svc.cfg.memory_dir)
-            if os.path.isdir(mem):
-                roots.append(mem)
+    svc = w.service
+    for project in sorted({session.project for session in svc.sessions.values()}):
+        mem = os.path.join(project, svc.cfg.memory_dir)
+        if os.path.isdir(mem):
+            roots.append(mem)
     return roots
 
 
-async def on_changes(daemon: Daemon, paths: set[str]) -> None:
-    svc = daemon.service
-    assert svc is not None
-    if any(os.path.abspath(p) == daemon.paths.config for p in paths):
-        new = load(daemon.paths.config)
-        svc.cfg = new
-        daemon.cfg = new
+async def on_changes(w: Watched, paths: set[str]) -> None:
+    svc = w.service
+    if any(os.path.abspath(p) == w.config_path for p in paths):
+        new = load(w.config_path)
+        w.apply_config(new)
         log.info("config_reloaded", problems=list(new.problems))
     for p in sorted(paths):
         if p.endswith(".md") and os.sep + "." not in p[-200:]:
@@ -60,7 +71,7 @@ async def on_changes(daemon: Daemon, paths: set[str]) -> None:
                 log.exception("reindex_failed", path=p)
 
 
-async def scan(daemon: Daemon, roots: list[str]) -> None:
+async def scan(w: Watched, roots: list[str]) -> None:
     found: set[str] = set()
     for root in roots:
         for dirpath, _dirs, names in os.walk(root):
@@ -68,18 +79,17 @@ async def scan(daemon: Daemon, roots: list[str]) -> None:
             if len(found) >= SCAN_CAP:
                 break
     if found:
-        await on_changes(daemon, found)
+        await on_changes(w, found)
 
 
-async def watch_loop(daemon: Daemon) -> None:
+async def watch_loop(w: Watched) -> None:
     import watchfiles
 
-    svc = daemon.service
-    assert svc is not None
+    svc = w.service
     seen: set[str] = set()
     while not svc.stop_requested.is_set():
-        roots = watch_roots(daemon)
-        new = [r for r in roots if r not in seen and r != os.path.dirname(daemon.paths.config)]
+        roots = watch_roots(w)
+        new = [r for r in roots if r not in seen and r != os.path.dirname(w.config_path)]
         seen.update(roots)
         if not roots:
             await anyio.sleep(REBUILD_S)
@@ -89,7 +99,7 @@ async def watch_loop(daemon: Daemon) -> None:
         async def rebuild_later(current: list[str]) -> None:
             while True:
                 await anyio.sleep(REBUILD_S)
-                if watch_roots(daemon) != current:
+                if watch_roots(w) != current:
                     stop.set()
                     return
 
@@ -100,11 +110,11 @@ async def watch_loop(daemon: Daemon) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(rebuild_later, roots)
             tg.start_soon(stop_with_daemon)
-            tg.start_soon(scan, daemon, new)
+            tg.start_soon(scan, w, new)
             try:
                 async for changes in watchfiles.awatch(*roots, stop_event=stop, debounce=200, step=50,
                                                        recursive=True, ignore_permission_denied=True):
-                    await on_changes(daemon, {p for _c, p in changes})
+                    await on_changes(w, {p for _c, p in changes})
             except (OSError, RuntimeError) as exc:
                 log.warning("watch_failed", error=str(exc))
                 await anyio.sleep(REBUILD_S)
