@@ -8,7 +8,7 @@ Rules:
   (one MATCH per row). The bounds above (windows, spans, LIMITs) are bounds of the index walk.
 - A search takes at most ``MAX_TERMS`` words and phrases (each costs index walks): more raises
   :class:`~.db.QueryTooBroadError`, as does running past its time budget (``Readers.search``).
-- User text reaches FTS5 only through ``fts_match_expression`` / ``fts_term_expression`` (every
+- User text reaches FTS5 only through ``fts_query.py`` (``fts_match_expression`` / ``fts_term_expression``: every
   term quoted; an identifier term is an OR group, so terms are joined with an explicit AND), so no
   query can raise an FTS syntax error.
 - Bounded work per search, whatever the archive size: each index ranks only the newest
@@ -82,7 +82,7 @@ import sqlite3
 from typing import Any
 
 from ..core import recall_rank as RR
-from ..core.recall_query import fts_match_expression, fts_term_expression, needs_substring_fallback
+from .fts_query import fts_match_expression, fts_term_expression, needs_substring_fallback
 from . import backlog
 from .db import QueryTooBroadError
 
