@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ctxlifed.core import recall_rank as RR
-from ctxlifed.core.recall_query import fts_term_expression
+from ctxlifed.store.fts_query import fts_term_expression
 from ctxlifed.store import ops, queries, schema
 
 

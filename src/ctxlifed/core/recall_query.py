@@ -1,4 +1,4 @@
-"""The ``/recall`` grammar and a safe FTS5 MATCH expression built from it.
+"""The ``/recall`` grammar: user text parsed into a typed :class:`RecallQuery`.
 
 Rules:
 - Pure: no I/O. ``parse_recall`` never raises anything but :class:`RecallQueryError` (a ValueError).
@@ -22,16 +22,8 @@ Rules:
                         ``([{`` and trailing ``,;:!?)]}.`` stripped ("timeout," -> timeout).
   Filters combine with words (``phase:design auth``, ``type:error timeout``). Repeating a filter with
   the same value is allowed; two different values for one filter raise RecallQueryError.
-- ``fts_match_expression(words, phrases)``: every term becomes one FTS5 string (double-quoted,
-  internal ``"`` doubled, control characters replaced by spaces, lone surrogates by U+FFFD) and
-  terms are joined by spaces (implicit AND). User text can therefore never be parsed as FTS5
-  syntax (``AND``, ``NEAR``, ``*``, ``^``, ``col:``…). Terms with no letter or digit are dropped;
-  duplicates are dropped; "" means nothing is searchable (the caller must not run MATCH then).
-- ``fts_term_expression(term)``: one term for the word index; an identifier term also matches
-  its words as a phrase (``LockTimeout`` -> ``"LockTimeout" OR "Lock Timeout"``), built from
-  quoted strings only, like the above.
-- ``needs_substring_fallback(term)``: True for a term shorter than 3 characters that contains a CJK
-  character — the trigram tokenizer cannot match it, so the store must use a LIKE/instr scan.
+- FTS5 query syntax is not built here: ``store/fts_query.py`` turns the parsed words and phrases
+  into MATCH expressions (the core only parses).
 """
 
 from __future__ import annotations
@@ -40,16 +32,12 @@ import re
 
 import msgspec
 
-from ctxlifed.core.model import PHASES, Kind, _is_cjk
-from ctxlifed.core.recall_rank import identifier_phrase
+from ctxlifed.core.model import PHASES, Kind
 
 __all__ = [
     "RecallQuery",
     "RecallQueryError",
     "parse_recall",
-    "fts_match_expression",
-    "fts_term_expression",
-    "needs_substring_fallback",
     "PHASE_ALIASES",
     "KIND_ALIASES",
 ]
@@ -140,9 +128,6 @@ _KEYWORDS = {"decisions", "timeline", "lessons"}
 _ALL_TOKENS = {"--all", "--all-projects", "scope:all"}
 _SESSION = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")
 _QUOTES = {'"': '"', "\u201c": "\u201d"}  # "…" and “…”
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_WORD_RUN = re.compile(r"[^\W_]+")  # a unicode61 token, roughly
-_SURROGATE = re.compile("[\ud800-\udfff]")  # lone surrogates cannot be encoded for SQLite
 
 
 def _split(text: str) -> list[tuple[str, bool]]:
@@ -256,50 +241,3 @@ def _parse_id(value: str, tok: str) -> int:
     if n <= 0 or n > _INT64_MAX:
         raise RecallQueryError(f"invalid id in {_short(tok)}: expected a positive integer")
     return n
-
-
-def _clean_term(term: str) -> str:
-    return " ".join(_SURROGATE.sub("\ufffd", _CONTROL.sub(" ", term)).split())
-
-
-def _searchable(term: str) -> bool:
-    return any(ch.isalnum() for ch in term)
-
-
-def fts_match_expression(words: tuple[str, ...] | list[str], phrases: tuple[str, ...] | list[str]) -> str:
-    """A safe FTS5 MATCH expression: each searchable term as one quoted FTS5 string, ANDed.
-
-    ``""`` when no term holds a letter or digit (the caller must then not run a MATCH at all).
-    Duplicate terms are dropped; order is kept.
-    """
-    out: list[str] = []
-    seen: set[str] = set()
-    for term in (*words, *phrases):
-        if not isinstance(term, str):
-            continue
-        t = _clean_term(term)
-        if not t or not _searchable(t) or t in seen:
-            continue
-        seen.add(t)
-        out.append('"' + t.replace('"', '""') + '"')
-    return " ".join(out)
-
-
-def fts_term_expression(term: str) -> str:
-    """One term for the word index: its FTS5 string, or, for a term holding a mixed-case identifier
-    (``LockTimeout``), its string OR its words as a phrase (``"LockTimeout" OR "Lock Timeout"``), so
-    that it also finds ``lock_timeout`` and ``lock timeout`` (which the index reads as those words,
-    as it reads ``LockTimeout``'s since schema 0011). "" when not searchable."""
-    expr = fts_match_expression((term,), ())
-    if not expr:
-        return ""
-    parts = [(p, identifier_phrase(p)) for p in _WORD_RUN.findall(_clean_term(term))]
-    if not any(split for _p, split in parts):
-        return expr  # "lock_timeout" is already the phrase "lock timeout" for the word index
-    return f"({expr} OR {fts_match_expression((' '.join(split or p for p, split in parts),), ())})"
-
-
-def needs_substring_fallback(term: str) -> bool:
-    """True for a term of 1-2 characters containing CJK: the trigram index cannot match it."""
-    t = term.strip()
-    return 0 < len(t) < 3 and any(_is_cjk(ch) for ch in t)

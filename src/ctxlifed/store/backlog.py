@@ -106,6 +106,6 @@ def pending_matches(conn: sqlite3.Connection, terms: tuple[str, ...], where: str
     sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(terms))
     rows = conn.execute(
         f"SELECT a.id FROM (SELECT id FROM tri_pending ORDER BY id DESC LIMIT {SCAN_PENDING}) p"
-        f" JOIN archive a ON a.id = p.id WHERE {where} AND {sub}{extra} ORDER BY a.id DESC LIMIT ?",
+        f" CROSS JOIN archive a ON a.id = p.id WHERE {where} AND {sub}{extra} ORDER BY a.id DESC LIMIT ?",
         (*args, *terms, *extra_args, limit)).fetchall()
     return [int(r[0]) for r in rows]

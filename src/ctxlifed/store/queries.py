@@ -2,9 +2,13 @@
 
 Rules:
 - Reads are short: bounded LIMITs everywhere, no read holds a transaction past its function.
+- An index joined to ``archive`` is the outer loop (``CROSS JOIN``: SQLite keeps that order): a
+  daemon's store has no ``ANALYZE`` statistics, and without them the planner takes ``project = ?``
+  for a selective filter, loops over every row of the project and looks each one up in the index
+  (one MATCH per row). The bounds above (windows, spans, LIMITs) are bounds of the index walk.
 - A search takes at most ``MAX_TERMS`` words and phrases (each costs index walks): more raises
   :class:`~.db.QueryTooBroadError`, as does running past its time budget (``Readers.search``).
-- User text reaches FTS5 only through ``fts_match_expression`` / ``fts_term_expression`` (every
+- User text reaches FTS5 only through ``fts_query.py`` (``fts_match_expression`` / ``fts_term_expression``: every
   term quoted; an identifier term is an OR group, so terms are joined with an explicit AND), so no
   query can raise an FTS syntax error.
 - Bounded work per search, whatever the archive size: each index ranks only the newest
@@ -78,7 +82,7 @@ import sqlite3
 from typing import Any
 
 from ..core import recall_rank as RR
-from ..core.recall_query import fts_match_expression, fts_term_expression, needs_substring_fallback
+from .fts_query import fts_match_expression, fts_term_expression, needs_substring_fallback
 from . import backlog
 from .db import QueryTooBroadError
 
@@ -144,7 +148,7 @@ def _ranked_window(conn: sqlite3.Connection, table: str, expr: str, where: str, 
     """(id, bm25, priority) of the newest RANK_WINDOW rows of ``table`` matching ``expr`` and the filters."""
     span = f" AND {table}.rowid >= {int(min_id)}" if min_id > 0 else ""
     return conn.execute(
-        f"SELECT a.id, bm25({table}), a.priority FROM {table} JOIN archive a ON a.id = {table}.rowid"
+        f"SELECT a.id, bm25({table}), a.priority FROM {table} CROSS JOIN archive a ON a.id = {table}.rowid"
         f" WHERE {table} MATCH ?{span} AND {where}{extra} ORDER BY {table}.rowid DESC LIMIT {RANK_WINDOW}",
         (expr, *args, *extra_args)).fetchall()
 
@@ -289,7 +293,7 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
         # Common, not very common: the window from the index (tags), then FTS5's bm25() over that
         # id range (its IDF pass reads every match of the terms: within budget).
         win = conn.execute(
-            "SELECT a.id, a.priority FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
+            "SELECT a.id, a.priority FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
             f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
             (match, *args, *extra_args)).fetchall()
         if not win:
@@ -304,7 +308,7 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     rows = conn.execute(
         "SELECT a.id, a.priority, highlight(archive_fts, 0, char(1), char(2)),"
         " highlight(archive_fts, 1, char(1), char(2)) || ' ' || highlight(archive_fts, 2, char(1), char(2)),"
-        " d.sz FROM archive_fts JOIN archive a ON a.id = archive_fts.rowid"
+        " d.sz FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
         " LEFT JOIN archive_fts_docsize d ON d.id = archive_fts.rowid"
         f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
         (match, *args, *extra_args)).fetchall()
@@ -351,7 +355,7 @@ def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: li
         return base + conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?{span}"
                                    f" LIMIT {cap})", (expr,)).fetchone()[0]
     return base + conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM {table} JOIN archive a ON a.id = {table}.rowid"
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} CROSS JOIN archive a ON a.id = {table}.rowid"
         f" WHERE {table} MATCH ?{span} AND {where}{extra} LIMIT {cap})", (expr, *args, *extra_args)).fetchone()[0]
 
 
@@ -547,7 +551,7 @@ def _substring_window(conn: sqlite3.Connection, expr: str, where: str, args: lis
     span = TRI_SPAN
     while True:
         ids = [r[0] for r in conn.execute(
-            f"SELECT a.id FROM archive_tri JOIN archive a ON a.id = archive_tri.rowid"
+            f"SELECT a.id FROM archive_tri CROSS JOIN archive a ON a.id = archive_tri.rowid"
             f" WHERE archive_tri MATCH ? AND archive_tri.rowid >= ? AND {where}{extra} LIMIT {TRI_CAP + 1}",
             (expr, top - span + 1, *args, *extra_args))]
         if len(ids) <= TRI_CAP or span <= TRI_CAP:
