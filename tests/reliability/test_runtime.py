@@ -474,18 +474,19 @@ async def test_file_watcher_stops_with_the_daemon(short_tmp: Path) -> None:
     import types
 
     from ctxlifed.runtime.config import load
-    from ctxlifed.watch import watch_loop
+    from ctxlifed.watch import Watched, watch_loop
 
     cfg_dir = short_tmp / "cfg"
     cfg_dir.mkdir()
     cfg_path = cfg_dir / "config.toml"
     svc = types.SimpleNamespace(stop_requested=anyio.Event(), sessions={}, cfg=load(None, env={}))
-    daemon = types.SimpleNamespace(paths=types.SimpleNamespace(config=str(cfg_path)), service=svc, cfg=svc.cfg)
+    watched = Watched(config_path=str(cfg_path), service=svc,  # type: ignore[arg-type]
+                      apply_config=lambda new: setattr(svc, "cfg", new))
     first_cfg = svc.cfg
     ended = anyio.Event()
 
     async def run() -> None:
-        await watch_loop(daemon)  # type: ignore[arg-type]
+        await watch_loop(watched)
         ended.set()
 
     with anyio.fail_after(20):  # a deadline against a hang, not a speed check
