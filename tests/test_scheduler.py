@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+
 import anyio
 import pytest
 
@@ -113,8 +117,8 @@ def test_alone_counts_open_connections(sched: Scheduler) -> None:
     assert sched.alone()
 
 
-@pytest.mark.anyio
-async def test_derive_turn_returns_when_the_last_reply_ends(sched: Scheduler, clock: Clock) -> None:
+async def _deriver_waits_until(sched: Scheduler, release: Callable[[], AbstractContextManager[object]]) -> None:
+    """A deriver blocked in ``derive_turn`` behind a reply in progress goes on once ``release`` happens."""
     sched.request_began()
     passed = anyio.Event()
 
@@ -126,23 +130,21 @@ async def test_derive_turn_returns_when_the_last_reply_ends(sched: Scheduler, cl
         tg.start_soon(deriver)
         await anyio.wait_all_tasks_blocked()
         assert not passed.is_set()
+        with release(), anyio.fail_after(10):  # a deadline against a hang, not a speed check
+            await passed.wait()
+
+
+@pytest.mark.anyio
+async def test_derive_turn_returns_when_the_last_reply_ends(sched: Scheduler, clock: Clock) -> None:
+    @contextlib.contextmanager
+    def reply_ends() -> Iterator[None]:
         clock.t += 1.0  # the gap after the request has passed by the time it ends
         sched.request_ended()
-        await passed.wait()
+        yield
+
+    await _deriver_waits_until(sched, reply_ends)
 
 
 @pytest.mark.anyio
 async def test_derive_turn_returns_at_once_for_a_waiter(sched: Scheduler) -> None:
-    sched.request_began()
-    passed = anyio.Event()
-
-    async def deriver() -> None:
-        await sched.derive_turn()
-        passed.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(deriver)
-        await anyio.wait_all_tasks_blocked()
-        assert not passed.is_set()
-        with sched.waiting_for_derivation():
-            await passed.wait()
+    await _deriver_waits_until(sched, sched.waiting_for_derivation)
