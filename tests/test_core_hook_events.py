@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from ctxlifed.core import hook_events as H
 from ctxlifed.core.hook_events import (
     HOOK_EVENTS,
-    HookInput,
     PostToolUse,
     PostToolUseFailure,
     PreCompact,
@@ -184,14 +183,6 @@ def test_unknown_events_and_fields() -> None:
                                                                                            prompt_id="p")
     with pytest.raises(msgspec.DecodeError):
         decode_hook_json(b"{not json")
-
-
-def test_hook_input_keeps_the_payload_for_storage() -> None:
-    p = {"hook_event_name": "UserPromptSubmit", "prompt": "hello", "extra": [1, 2]}
-    blob = msgspec.json.encode(p)
-    hi = HookInput.of(p, blob)
-    assert hi.payload is p and hi.blob is blob and hi.event.hook_event_name == "UserPromptSubmit"
-    assert msgspec.json.decode(hi.blob) == p  # unknown fields kept for the record
 
 
 def test_the_typed_path_needs_no_copy_of_large_texts() -> None:

@@ -14,8 +14,8 @@ Rules:
   spec, sections 1.2-1.3, CLI 2.1.328; ``PreSkillShellCommand`` of 2.1.332). Text defaults to ``""``,
   objects to ``{}``, lists to ``[]``; ``None`` only where absent differs from any value (numbers of a
   resume, ``custom_instructions`` that Claude Code sends as null for auto compaction).
-- The event is a view for reading, not the record: what is stored is the (redacted) payload itself.
-  :class:`HookInput` carries both, and the payload's JSON when the caller has it.
+- The event is a view for reading, not the record: what is stored is the (redacted) payload itself
+  (``service/pipeline.py``'s ``Incoming`` carries both).
 - One class per event, named as the event; shared fields come from private bases that are not events
   themselves, so ``isinstance(e, Stop)`` never matches a SubagentStop. :class:`ToolHook` is the one
   public base (every event about one tool call).
@@ -25,14 +25,13 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Union
 
 import msgspec
 
 __all__ = [
     "ConfigChange", "CwdChanged", "DirectoryAdded", "Elicitation", "ElicitationResult", "FileChanged",
-    "HOOK_EVENTS", "HookEvent", "HookInput", "InstructionsLoaded", "MessageDisplay", "Notification",
+    "HOOK_EVENTS", "HookEvent", "InstructionsLoaded", "MessageDisplay", "Notification",
     "PermissionDenied", "PermissionRequest", "PostCompact", "PostModelSwitch", "PostToolBatch",
     "PostToolUse", "PostToolUseFailure", "PreCompact", "PreModelSwitch", "PreSkillShellCommand",
     "PreToolUse", "SessionEnd", "SessionStart", "Setup", "Stop", "StopFailure", "SubagentStart",
@@ -384,16 +383,3 @@ def decode_hook_json(data: bytes) -> HookEvent | UnknownHook:
         return _json_event.decode(data)  # type: ignore[no-any-return]
     except msgspec.ValidationError:
         return decode_hook(_json_any.decode(data))
-
-
-@dataclass(frozen=True, slots=True)
-class HookInput:
-    """One hook as the pipeline holds it: the typed event to read, the payload to store."""
-
-    event: HookEvent | UnknownHook
-    payload: dict[str, Any]  # as received (redacted first when it is stored)
-    blob: bytes | None = None  # the payload's JSON, when the caller has it
-
-    @classmethod
-    def of(cls, payload: dict[str, Any], blob: bytes | None = None) -> HookInput:
-        return cls(event=decode_hook(payload), payload=payload, blob=blob)
