@@ -354,3 +354,24 @@ def test_failing_tests_named_counts_each_distinct_id_once_in_a_long_run() -> Non
     text = "".join(f"FAILED {x} - AssertionError: x\n" for x in ids + ids[:300]) + "==== 1500 failed in 3.2s ====\n"
     d = digest(text, command="pytest", archive_id=3)
     assert "1500 failing tests named" in d.text
+
+
+def test_an_indented_failure_line_after_a_blank_line_is_kept() -> None:
+    # a line-start pattern's leading white space stays within its line: ``\s*`` once matched from the
+    # blank line's start through to the next line, which was then never marked
+    lines = ["PASS a"] * 300 + ["", "  ● Suite › adds", "", "    expect(received).toBe(expected)"]
+    lines += ["x"] * 300 + ["Tests:       1 failed, 3 passed, 4 total"]
+    d = digest("\n".join(lines), command="npx jest", archive_id=1)
+    assert "  ● Suite › adds" in d.text.split("\n")
+    assert "[L302]" in d.text.split("\n")
+
+
+def test_branches_sharing_a_head_are_joined_only_past_branches_that_cannot_match_there() -> None:
+    from ctxlifed.core.digest import _join_branches
+
+    assert _join_branches(["Found (?P<a>)", "ok (?P<b>)", "Finished (?P<c>)"]) == "F(?:ound (?P<a>)|inished (?P<c>))|ok (?P<b>)"
+    # a class that may match "F" sits between them: the order matters, nothing is moved
+    assert _join_branches(["Found ", "[A-Z]x", "Finished "]) == "Found |[A-Z]x|Finished "
+    # a class that cannot match a space or a tab does not stop the indented branches from joining
+    assert _join_branches(["[ \\t][ \\t]*+a", "[\\w.]b", "[ \\t][ \\t]*+c"]) == "[ \\t][ \\t]*+(?:a|c)|[\\w.]b"
+    assert _join_branches(["[ \\t][ \\t]*+a", "\\sb", "[ \\t][ \\t]*+c"]) == "[ \\t][ \\t]*+a|\\sb|[ \\t][ \\t]*+c"

@@ -35,8 +35,10 @@ Rules:
      first warnings, the lines around a log's error, the first entries of each ``git status`` section,
      hunk headers of a diff;
   3. the head and tail of the output (more of the head for searches and listings: their first matches).
-  For a test run, only the patterns of the runners whose marks are in the output are used (pytest,
-  unittest, cargo, go, node/jest/vitest/mocha), all of them when none is recognised.
+  For a test run, only the patterns of the runners whose marks are in the output's first or last
+  :data:`RUNNER_MARKS_SCAN` characters are used (pytest, unittest, cargo, go, node/jest/vitest/mocha),
+  all of them when none is recognised. A line-start pattern's white space is ``[ \t]``: a match never
+  starts on one line and ends on the next.
   Tiers 0 and 1 are kept whatever their size up to ``max_tokens`` (then the rest are counted, not shown:
   the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
   within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS` while the
@@ -48,20 +50,23 @@ Rules:
 - Token figures are :func:`~ctxlifed.core.model.estimate_tokens` estimates (labelled ``~``), computed by
   :func:`token_estimate` (the same figure without a Python loop over non-ASCII text).
 - Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
-  engine, never per line from Python; the line-start patterns of a kind are one joined regex (see the
-  comment above :func:`_compile`); no pattern backtracks through a line where a possessive form is
-  equivalent. Any such rewrite keeps the same matches (tested against the plain forms).
+  engine, never per line from Python; the line-start patterns of a kind are one joined regex whose
+  branches that start alike share that start (see the comment above :func:`_compile`); no pattern
+  backtracks through a line where a possessive form is equivalent. Any such rewrite keeps the same
+  matches (tested against the plain forms). Matches become line indexes and tiers through
+  map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
+  the running cost.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from itertools import accumulate
-from operator import add
+from itertools import accumulate, compress, repeat
+from operator import add, attrgetter, sub
 from typing import Literal
 
 import msgspec
@@ -155,11 +160,11 @@ _SEARCH_RE = re.compile(
 
 _TEXT_TEST = [("t0",
                r"test session starts|\nRan \d+ tests? in |\ntest result: |\n--- FAIL: |\n(?:ok|FAIL)\s+\S+\s+[\d.]+s"
-               r"|\nTests?:\s+\d+|\n(?:#|ℹ) (?:tests|pass|fail) \d+|\n\s*\d+ passing \("
+               r"|\nTests?:\s+\d+|\n(?:#|ℹ) (?:tests|pass|fail) \d+|\n[ \t]*\d+ passing \("
                r"|\n=+ [^\n]*\b(?:passed|failed)\b[^\n]* in [\d.]+s")]
 _TEXT_BUILD = [("t0",
                 r":\d+:\d+: (?:fatal )?(?:error|warning):|\.py:\d+: error:|\): error TS\d+|\n(?:error|warning)\[E?\d+\]: "
-                r"|\nerror: could not compile|\nFound \d+ errors? in|\nmake(?:\[\d+\])?: \*\*\*|\n\s+--> \S+:\d+:\d+")]
+                r"|\nerror: could not compile|\nFound \d+ errors? in|\nmake(?:\[\d+\])?: \*\*\*|\n[ \t]+--> \S+:\d+:\d+")]
 _TEXT_INSTALL = [("t0",
                   r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
                   r"|\nERROR: (?:Could not find a version|No matching distribution)")]
@@ -217,40 +222,42 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # checked behind (the same lines as ``\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
 _PY_EXC = (r"\n(?:[\w.](?:\w*\.)++)?[A-Z]\w*+"
            r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))(?::[^\n]*)?(?=\n|$)")
-_PY_FRAME = r'\n\s+File "[^"\n]+", line \d+'
+_PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
 
 # Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
 # line); when no runner is recognised, all of them are.
 _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
-    "pytest": (r"test session starts|::|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
+    "pytest": (r"test session starts|::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:FAILED|ERROR) \S+::"
+               r"|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
         ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
         ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
         ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
         ("t1", r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
         ("t2", r"\n>\s"),
     ]),
-    "unittest": (r"\nRan \d+ test|\.\.\. (?:ok|FAIL|ERROR)\n|\n(?:FAIL|ERROR): ", [
+    "unittest": (r"\nRan \d+ test|\) \.\.\. (?:ok|FAIL|ERROR)\n|\n(?:FAIL|ERROR): ", [
         ("t0", r"\nRan \d+ tests? in [^\n]*|\nOK(?: \([^\n]*\))?(?=\n|$)|\nFAILED(?: \([^\n]*\))?(?=\n|$)"),
         ("t1", r"\nFAIL: |\nERROR: |\.\.\. (?:FAIL|ERROR|FAILED)(?=\n|$)"),
     ]),
     "cargo": (r"\ntest result: |\nrunning \d+ tests?|panicked at ", [
         ("t0", r"\ntest result: |\nerror: test failed"),
         ("t1n1", r"panicked at "),
-        ("t1", r"\nassertion [^\n]*failed|\n\s*left: |\n\s*right: |\ntest [^\n]* \.\.\. FAILED"),
+        ("t1", r"\nassertion [^\n]*failed|\n[ \t]*left: |\n[ \t]*right: "),
+        ("t1", r" \.\.\. FAILED(?=\n|$)"),  # a failing test's line (``test x ... FAILED``), found from its end
     ]),
     "go": (r"\n=== RUN|\n--- FAIL|\n(?:ok|FAIL)\s+\S+\s+[\d.]+s|\npanic: ", [
         ("t0", r"\nok\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]\n]*\])|\nFAIL\s+\S+\s+(?:[\d.]+s|\[[^\]\n]*\])|\nPASS(?=\n|$)"
                r"|\nFAIL(?=\n|$)"),
-        ("t1", r"\n\s*--- FAIL: |\n\s+\S+_test\.go:\d+: |\npanic: "),
+        ("t1", r"\n[ \t]*--- FAIL: |\n[ \t]+\S+_test\.go:\d+: |\npanic: "),
     ]),
-    "js": (r"\nTAP version|\n# Subtest|\n(?:#|ℹ) tests \d+|\n\s*Tests?:\s+\d|\n\s*\d+ passing \(|\n\s*[●✕✖] ", [
-        ("t0", r"\n\s*Test(?:s|\sSuites|\sFiles):\s+|\n(?:#|ℹ) (?:tests|pass|fail|cancelled) \d+"
-               r"|\n\s*\d+ (?:passing|failing)\b"),
-        ("t1", r"\n\s*● |\n\s*✕ |\n\s*(?:Expected|Received)(?: \w+)?: |\n✖ |\n\s*not ok \d+"),
-        ("t1", r"\n\s+(?:error|location|expected|actual|name): |\n\s{4}Expected values"),
-        ("t2", r"\n\s+at [^\n]*:\d+:\d+\)?(?=\n)"),
+    "js": (r"\nTAP version|\n# Subtest|\n(?:#|ℹ) tests \d+|\n[ \t]*Tests?:\s+\d|\n[ \t]*\d+ passing \(|\n[ \t]*[●✕✖] ", [
+        ("t0", r"\n[ \t]*Test(?:s|\sSuites|\sFiles):\s+|\n(?:#|ℹ) (?:tests|pass|fail|cancelled) \d+"
+               r"|\n[ \t]*\d+ (?:passing|failing)\b"),
+        ("t1", r"\n[ \t]*● |\n[ \t]*✕ |\n[ \t]*(?:Expected|Received)(?: \w+)?: |\n✖ |\n[ \t]*not ok \d+"),
+        ("t1", r"\n[ \t]+(?:error|location|expected|actual|name): |\n[ \t]*Expected values"),
+        ("t2", r"\n[ \t]+at [^\n]*:\d+:\d+\)?(?=\n)"),
     ]),
 }
 _TEST_COMMON = [
@@ -261,10 +268,10 @@ _TEST_COMMON = [
 _TEST = [x for _marks, spec in _RUNNERS.values() for x in spec] + _TEST_COMMON
 _BUILD = [
     ("t0", r"\nFound \d+ errors?|\n\d+ errors? generated|\nerror: could not compile|\nmake(?:\[\d+\])?: \*\*\* "
-           r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n\s*Finished |\n\d+ problems? \("),
+           r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n[ \t]*Finished |\n\d+ problems? \("),
     ("t0", r"\nwarning: [^\n]* generated \d+ warnings?"),
     ("t1c2", r":\d+(?::\d+)?: (?:fatal )?error: "),
-    ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n\s+\d+:\d+\s+error\s"),
+    ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
     ("t1n1", r"\nerror(?:\[E\d+\])?: "),
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
     ("t1", r"\n[^\s:]+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise
@@ -275,14 +282,14 @@ _BUILD = [
 _INSTALL = [
     ("t0", r"\nSuccessfully (?:installed|built|uninstalled) |\n(?:added|removed|changed|up to date)\b[^\n]*"
            r"|vulnerabilit|\n(?:\d+ upgraded, \d+ newly installed)"),
-    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n\s*× |\nE: |\bfatal: |\bFailed to build\b"
+    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: |\bfatal: |\bFailed to build\b"
            r"|\bCould not find a version\b|\bNo matching distribution\b"),
-    ("t2", r"\n\s*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
+    ("t2", r"\n[ \t]*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
 ]
 _SEARCH = [
     ("t0", r"\nOn branch |\nHEAD detached |\nYour branch |\nChanges (?:to be committed|not staged for commit):"
            r"|\nUntracked files:|\nUnmerged paths:|\nnothing (?:added )?to commit|\nYou have unmerged"),
-    ("t1", r"\n\s+both (?:modified|added|deleted):|\n(?:grep|rg|find|ls|fd|tree|du|fatal|error): "),
+    ("t1", r"\n[ \t]+both (?:modified|added|deleted):|\n(?:grep|rg|find|ls|fd|tree|du|fatal|error): "),
     ("t1", r"\bPermission denied\b|\bNo such file or directory\b"),
 ]
 _DIFF = [
@@ -356,6 +363,15 @@ class _Scan(msgspec.Struct, frozen=True):
     rx: re.Pattern[str]
     boundary: bool  # the match must start at a word boundary
     info: dict[str | None, tuple[int, int, bool]]  # group name (None: whole match) -> tier, follow, as ctx
+    # the same, grouped: (tier, follow, as ctx) -> the group names that give it (all of them, for one)
+    by_info: tuple[tuple[tuple[int, int, bool], frozenset[str | None]], ...] = ()
+
+
+def _scan(rx: re.Pattern[str], boundary: bool, info: dict[str | None, tuple[int, int, bool]]) -> _Scan:
+    groups: dict[tuple[int, int, bool], set[str | None]] = {}
+    for name, inf in info.items():
+        groups.setdefault(inf, set()).add(name)
+    return _Scan(rx, boundary, info, tuple((inf, frozenset(names)) for inf, names in groups.items()))
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -407,11 +423,26 @@ def _no_space_start(alt: str) -> bool:
     if alt.startswith("(?:"):
         n = _first_atom(alt)
         return n > 0 and not _QUANT_RE.match(alt, n) and all(_no_space_start(a) for a in _alternatives(alt[3:n - 1]))
-    if alt[0] == "[":  # a plain class: no negation, no escapes, no white space in it
+    if alt[0] == "[":  # a class without negation, white space or an escape that could stand for one
         n = _first_atom(alt)
         body = alt[1:n - 1]
-        return n > 0 and not body.startswith("^") and "\\" not in body and not any(c.isspace() for c in body)
-    return alt[0] not in ".^$*+?{}[]()|\\" and not alt[0].isspace()
+        if n > 0 and body.startswith("^"):  # [^\s...] excludes white space
+            return "\\s" in body.replace("\\\\", "")
+        if n == 0 or any(c.isspace() for c in body):
+            return False
+        j = 0
+        while j < len(body):
+            if body[j] == "\\":
+                esc = body[j + 1: j + 2]
+                if not esc or (esc.isalnum() and esc not in "wdS"):  # \s, \t, \W, \x20... may be white space
+                    return False
+                j += 2
+            else:
+                j += 1
+        return True
+    if alt[0] == "\\":  # an escaped punctuation character, \w, \d or \S
+        return len(alt) > 1 and (alt[1] in "wdS" or not (alt[1].isalnum() or alt[1].isspace()))
+    return alt[0] not in ".^$*+?{}[]()|" and not alt[0].isspace()
 
 
 def _fast_starts(alt: str, depth: int = 0) -> list[str]:
@@ -436,7 +467,7 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
         return [alt]
     # Leading white space before something that cannot start with white space: giving some of it back
     # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
-    star = "*+" if atom == r"\s" and _no_space_start(after) else "*"
+    star = "*+" if atom in (r"\s", _HSPACE) and _no_space_start(after) else "*"
     if quant == "+":
         return [atom + atom + star + after]
     if quant in ("*", "?"):
@@ -448,6 +479,78 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
         return [alt]
     rep = f"{{{m - 1}{comma or ''}{'' if not comma else (str(int(hi) - 1) if hi else '')}}}"
     return [atom + atom + rep + after]
+
+
+_HSPACE = r"[ \t]"  # white space within a line: a line-start pattern never reaches into the next line
+_INDENT = _HSPACE + _HSPACE + "*+"  # a leading run of it, taken possessively (see _fast_starts)
+
+
+def _head(branch: str) -> str | None:
+    """The part every match of ``branch`` starts with, when it is one unquantified atom (a literal, an
+    escape, a class) or the possessive indent: what branches are grouped by (None: not groupable)."""
+    if branch.startswith(_INDENT):
+        return _INDENT
+    n = _first_atom(branch)
+    if n == 0 or branch[0] == "(" or branch[n:n + 1] in ("*", "+", "?", "{"):
+        return None
+    return branch[:n]
+
+
+def _chars(atom: str) -> frozenset[str] | None:
+    """The characters ``atom`` matches, when they are few and known (a literal, an escaped punctuation
+    character, a class of plain characters such as ``[ \t]`` or ``[●✕]``); None otherwise."""
+    if atom == _INDENT:
+        atom = _HSPACE
+    if len(atom) == 1 and atom not in ".^$*+?{}[]()|\\":
+        return frozenset(atom)
+    if len(atom) == 2 and atom[0] == "\\" and not atom[1].isalnum():
+        return frozenset(atom[1])
+    if atom.startswith("[") and not atom.startswith("[^") and "-" not in atom[1:-1]:
+        body = atom[1:-1].replace("\\t", "\t")
+        return frozenset(body) if "\\" not in body else None
+    return None
+
+
+def _may_share_start(a: str | None, b: str | None) -> bool:
+    """Whether a branch headed by ``a`` and one headed by ``b`` may both match at one position (True when
+    it cannot be shown that their first characters differ)."""
+    if a is None or b is None:
+        return True
+    ca, cb = _chars(a), _chars(b)
+    if ca is not None and cb is not None:
+        return bool(ca & cb)
+    if ca is not None or cb is not None:
+        known, other = (ca, b) if ca is not None else (cb, a)
+        other = _HSPACE if other == _INDENT else other
+        return any(re.fullmatch(other, c) for c in known)  # type: ignore[union-attr]
+    return True
+
+
+def _join_branches(branches: list[str], depth: int = 0) -> str:
+    """``branches`` as one alternation, tried in the same order with the same result, where branches that
+    start with the same head (:func:`_head`) are joined under ONE copy of it, put where the first of
+    them was, so the engine tests that head once per position instead of once per branch (a line that
+    starts with spaces is entered once, not once per indented branch). A branch joins the group of an
+    earlier one only when no branch between them may match where the group does (:func:`_may_share_start`):
+    then no branch is moved past one that could have matched first, and the first that matches is the
+    same. The branches of a group are joined the same way after their head."""
+    groups: list[tuple[str | None, list[str]]] = []
+    for branch in branches:
+        head = _head(branch)
+        if head is not None and depth < 4:
+            at = next((j for j in range(len(groups) - 1, -1, -1) if groups[j][0] == head), -1)
+            if at >= 0 and not any(_may_share_start(h, head) for h, _m in groups[at + 1:]):
+                groups[at][1].append(branch)
+                continue
+        groups.append((head, [branch]))
+    out = []
+    for head, members in groups:
+        if len(members) == 1 or head is None:
+            out.append(members[0])
+        else:
+            inner = _join_branches([m[len(head):] for m in members], depth + 1)
+            out.append(head + (inner if len(_alternatives(inner)) == 1 else "(?:" + inner + ")"))
+    return "|".join(out)
 
 
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
@@ -462,14 +565,14 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
                 anchored.append((info[0] * 1000 + order, alt[2:], info))
                 continue
             boundary = alt.startswith("\\b")
-            out.append(_Scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
+            out.append(_scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
     if anchored:
         anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
         branches = [(b, info) for _o, alt, info in anchored for b in _fast_starts(alt)]
         names = {f"g{i}": info for i, (_b, info) in enumerate(branches)}
-        rx = re.compile("\\n(?:" + "|".join(f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)) + ")")
+        rx = re.compile("\\n(?:" + _join_branches([f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)]) + ")")
         assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
-        out.insert(0, _Scan(rx, False, names))
+        out.insert(0, _scan(rx, False, names))
     return out
 
 
@@ -483,6 +586,13 @@ def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, 
         yield m, single if single is not None else info[m.lastgroup]
 
 
+def _finditer_kept(scan: _Scan, nb: str) -> Iterable[re.Match[str]]:
+    """The matches of ``scan`` in ``nb`` that it keeps (those at a word boundary, for a boundary scan)."""
+    if not scan.boundary:
+        return scan.rx.finditer(nb)
+    return [m for m in scan.rx.finditer(nb) if not (p := m.start()) or not (nb[p - 1].isalnum() or nb[p - 1] == "_")]
+
+
 def _found(scans: list[_Scan], text: str) -> bool:
     return any(next(_finditer(sc, text), None) is not None for sc in scans)
 
@@ -492,9 +602,15 @@ _TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "in
 _RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)) for name, (marks, spec) in _RUNNERS.items()}
 
 
+RUNNER_MARKS_SCAN = 16 * 1024  # a runner is recognised by its marks in this many first or last characters
+
+
 def _test_scans(nb: str) -> list[_Scan]:
-    """The scans of the runners whose marks are in ``nb`` (all of them when none is)."""
-    found = [name for name, (marks, _sc) in _RUNNER_SCANS.items() if _found(marks, nb)]
+    """The scans of the runners whose marks are in ``nb``'s first or last :data:`RUNNER_MARKS_SCAN`
+    characters (all of them when none is): a runner's banner or first results are at the start of its
+    output, its summary at the end."""
+    ends = (nb,) if len(nb) <= 2 * RUNNER_MARKS_SCAN else (nb[:RUNNER_MARKS_SCAN], nb[-RUNNER_MARKS_SCAN:])
+    found = [name for name, (marks, _sc) in _RUNNER_SCANS.items() if any(_found(marks, part) for part in ends)]
     if len(found) == 1:
         return _RUNNER_SCANS[found[0]][1]
     if not found:
@@ -531,9 +647,10 @@ _COMMIT_RE = re.compile(r"\ncommit [0-9a-f]{7,40}\b|\n[0-9a-f]{7,12} \S")
 _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 _STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
+# one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
 _PY_TEST_FAIL_RE = re.compile(
-    r"\nFAILED (?!\()(\S+)|\n(?:FAIL|ERROR): (\S+)|\ntest (\S+) \.\.\. FAILED|\n\s*--- FAIL: (\S+)|\nnot ok \d+ - ([^\n]+)"
-    r"|\n\s*● ([^\n]+)"
+    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S++) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
+    r"|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
 )
 
 
@@ -664,6 +781,63 @@ def _scan_window(text: str) -> tuple[str, int, int]:
     return text[:h_end] + text[t_start:], h_end, skipped
 
 
+_MATCH_START = re.Match.start
+_LASTGROUP = attrgetter("lastgroup")
+
+
+def _rows(nb: str, offsets: list[int]) -> list[int]:
+    """The line indexes of ascending ``offsets`` in ``nb`` (``"\n"`` + the text): the line markers after the
+    first one up to each offset, counted from the previous offset on (the text is read once)."""
+    ends = list(map(add, offsets, repeat(1)))
+    return list(accumulate(map(nb.count, repeat("\n"), [1, *ends[:-1]], ends)))
+
+
+def _mark(found: tuple[set[int], ...], rows: list[int], info: tuple[int, int, bool], is_log: bool) -> None:
+    """Put the matched lines ``rows`` in their tier, and the lines that follow them (or, for a log's error
+    lines, the line before) where ``info`` says; indexes past the ends are dropped later."""
+    t, follow, as_ctx = info
+    found[t].update(rows)
+    for j in range(1, follow + 1):
+        found[2 if as_ctx else t].update(map(add, rows, repeat(j)))
+    if is_log and t == 1:
+        found[2].update(map(sub, rows, repeat(1)))
+
+
+def _cut_len(n: int) -> int:
+    """The length of a line of ``n`` characters once cut by :func:`_cut_line`."""
+    return n if n <= MAX_LINE_CHARS else MAX_LINE_CHARS + len(f"… [+{n - MAX_LINE_CHARS} chars]")
+
+
+def _costs(lines: list[str], rows: list[int], ascii_only: bool, *, cut: bool) -> list[int]:
+    """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline."""
+    if ascii_only:
+        lens = map(len, map(lines.__getitem__, rows))
+        return [((_cut_len(m) if cut else m) + 3 >> 2) + 1 for m in lens]
+    return [token_estimate(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
+
+
+def _fit(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, int]:
+    """Take ``rows`` in order while they fit in ``room``, skipping one that does not and trying the next:
+    (rows taken, cost of them, rows skipped). The longest prefix that fits is found by bisection."""
+    if room < 2 or not rows:  # a shown line costs at least 2 (a token and its newline)
+        return [], 0, len(rows)
+    cum = list(accumulate(costs))
+    k = bisect_right(cum, room)
+    taken = rows[:k]
+    left = room - (cum[k - 1] if k else 0)
+    skipped = 0
+    for j in range(k, len(rows)):
+        if left < 2:
+            skipped += len(rows) - j
+            break
+        if costs[j] <= left:
+            taken.append(rows[j])
+            left -= costs[j]
+        else:
+            skipped += 1
+    return taken, room - left, skipped
+
+
 # ---------------------------------------------------------------- the digest
 
 def digest(
@@ -693,91 +867,60 @@ def digest(
     n = len(lines)
     total_lines = n + skipped
     nb = "\n" + scanned
-    # start offset in nb of line i's "\n" marker: cum[i] + i
-    starts = list(map(add, accumulate(map(len, lines), initial=0), range(n + 1)))[:n]
-    tail_line = bisect_right(starts, tail_at) - 1 if tail_at >= 0 else n
+    tail_line = scanned.count("\n", 0, tail_at) if tail_at >= 0 else n
 
     def number(i: int) -> int:  # 1-based line number in the original
         return i + 1 + (skipped if i >= tail_line else 0)
 
-    tier: dict[int, int] = {}
-
-    def mark(i: int, t: int) -> None:
-        if 0 <= i < n and (i not in tier or tier[i] > t) and lines[i].strip():
-            tier[i] = t
-
+    # Every scan's matches become line indexes without a Python step per match (the regex engine finds them,
+    # map/bisect/set operations place them): a long error list has thousands.
+    found: tuple[set[int], ...] = (set(), set(), set(), set())  # line indexes per tier; a line may be in several
     is_log = k == "log"
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
-        # _finditer and mark, inlined: this loop runs once per match (thousands in a long error list)
-        rx, boundary, info = scan.rx, scan.boundary, scan.info
-        single = info.get(None)
-        for m in rx.finditer(nb):
-            p = m.start()
-            if boundary and p > 0 and (nb[p - 1].isalnum() or nb[p - 1] == "_"):
-                continue
-            t, follow, as_ctx = single if single is not None else info[m.lastgroup]
-            i = bisect_right(starts, p) - 1
-            if tier.get(i, 9) > t and lines[i].strip():
-                tier[i] = t
-            if follow:
-                tf = 2 if as_ctx else t
-                for j in range(i + 1, min(n, i + 1 + follow)):
-                    if tier.get(j, 9) > tf and lines[j].strip():
-                        tier[j] = tf
-            if is_log and t == 1 and i > 0:
-                mark(i - 1, 2)
+        matches = list(_finditer_kept(scan, nb))
+        if not matches:
+            continue
+        rows = _rows(nb, list(map(_MATCH_START, matches)))
+        if len(scan.by_info) == 1:
+            _mark(found, rows, scan.by_info[0][0], is_log)
+            continue
+        groups = list(map(_LASTGROUP, matches))
+        for info, names in scan.by_info:
+            _mark(found, [r for r, g in zip(rows, groups) if g in names], info, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
-        mark(last, 0)
+        found[0].add(last)
     head_n = HEAD_LINES.get(k, 5)
     for i in (*range(min(n, head_n)), *range(max(0, n - TAIL_LINES), n)):
         if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
-            mark(i, 3)
+            found[3].add(i)
+    # each line in its best tier; blank lines and the indexes that follow/precede past the ends in none
+    cand = sorted(set().union(*found))
+    cand = cand[bisect_left(cand, 0): bisect_left(cand, n)]
+    filled = set(compress(cand, map(str.strip, map(lines.__getitem__, cand))))
+    t0 = found[0] & filled
+    t1 = (found[1] & filled) - t0
+    t2 = (found[2] & filled) - t0 - t1
+    t3 = (found[3] & filled) - t0 - t1 - t2
 
     orig_tokens = original_tokens if original_tokens is not None else token_estimate(text)
-    must = sorted(i for i, t in tier.items() if t <= 1)
-    shown: set[int] = set()
-    used = 0
-    omitted = 0
-    ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed inline
-    # A chosen line is never blank, so it costs at least 2 (one token and its newline): once less than that
-    # is left, every remaining candidate is skipped without measuring it.
-    for t in (0, 1):
-        cands = [x for x in must if tier[x] == t]
-        for k_, i in enumerate(cands):
-            if t == 1 and max_tokens - used < 2:
-                omitted += len(cands) - k_
-                break
-            cost = ((len(lines[i]) + 3) >> 2 if ascii_only else token_estimate(lines[i])) + 1
-            if t == 1 and used + cost > max_tokens:
-                omitted += 1
-                continue
-            shown.add(i)
-            used += cost
+    ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed without a call
+    shown: set[int] = set(t0)
+    used = sum(_costs(lines, sorted(t0), ascii_only, cut=False))  # verdicts are kept whatever their size
+    c1 = sorted(t1)
+    taken, spent, omitted = _fit(c1, _costs(lines, c1, ascii_only, cut=False), max_tokens - used)
+    shown.update(taken)
+    used += spent
+    must_found = len(t0) + len(c1)
     floor = MIN_CONTEXT_TOKENS if used < MIN_CONTEXT_TOKENS else 0
     room = min(budget_tokens, max(floor, int(orig_tokens * CONTEXT_SHARE) - used))
-    ctx_used = 0
-    cut_any = False
-    rendered: dict[int, str] = {}
-    for t in (2, 3):
-        cands = sorted(i for i, tt in tier.items() if tt == t)
-        if t == 3:  # head before tail, nearest the ends first
-            cands.sort(key=lambda i: (i >= head_n, -i if i >= head_n else i))
-        for i in cands:
-            if room - ctx_used < 2:
-                break
-            line = lines[i]
-            was_cut = len(line) > MAX_LINE_CHARS
-            if was_cut:
-                line = _cut_line(line)[0]
-            cost = ((len(line) + 3) >> 2 if ascii_only else token_estimate(line)) + 1
-            if ctx_used + cost > room:
-                continue
-            ctx_used += cost
-            shown.add(i)
-            if was_cut:
-                rendered[i] = line
-                cut_any = True
+    c2 = sorted(t2)
+    taken, spent, _ = _fit(c2, _costs(lines, c2, ascii_only, cut=True), room)
+    c3 = sorted(t3, key=lambda i: (i >= head_n, -i if i >= head_n else i))  # head before tail, nearest the ends first
+    taken += _fit(c3, _costs(lines, c3, ascii_only, cut=True), room - spent)[0]
+    shown.update(taken)
+    rendered = {i: _cut_line(lines[i])[0] for i in taken if len(lines[i]) > MAX_LINE_CHARS}
+    cut_any = bool(rendered)
 
     body: list[str] = []
     prev = -2
@@ -801,7 +944,7 @@ def digest(
             body.extend(lines[a: b + 1])
 
     label = _KIND_LABEL[k]
-    what = _what_kept(k, len(must) - omitted, len(shown))
+    what = _what_kept(k, must_found - omitted, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
     facts = _facts(k, nb)
@@ -826,7 +969,7 @@ def digest(
         original_tokens=orig_tokens,
         tokens=token_estimate(out),
         kept_lines=len(shown),
-        must_lines=len(must),
+        must_lines=must_found,
         must_omitted=omitted,
     )
 
