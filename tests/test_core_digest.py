@@ -242,6 +242,8 @@ def _reference_anchored(spec: list[tuple[str, str]]) -> tuple[re.Pattern[str], l
 
     alts = []
     for order, (tag, pat) in enumerate(spec):
+        if tag == "count":  # whole words, counted: not line-start patterns
+            continue
         m = re.fullmatch(r"t(\d)(?:([nc])(\d))?", tag)
         assert m is not None
         info = (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")

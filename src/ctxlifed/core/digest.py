@@ -296,12 +296,14 @@ _DIFF = [
     ("t0", r"\ndiff --git |\n(?:Binary files) "),
     ("t2", r"\n@@ "),
 ]
+LOG_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE")  # counted
 _LOG = [
     ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|\berror: |\bfatal: "
              r"|\bpanic: |Traceback \(most recent call last\)|\bException\b"),
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
-    ("t2", r"\b(?:WARN|WARNING)\b"),
+    ("t2", r"\bWARN\b|\bWARNING\b"),
+    ("count", r"\bDEBUG\b|\bINFO\b|\bNOTICE\b|\bTRACE\b"),
 ]
 _OTHER = [
     ("t1c2", _ERRWORDS),
@@ -362,16 +364,22 @@ _JOIN_ANCHORED = True  # see above; False gives one regex per anchored alternati
 class _Scan(msgspec.Struct, frozen=True):
     rx: re.Pattern[str]
     boundary: bool  # the match must start at a word boundary
-    info: dict[str | None, tuple[int, int, bool]]  # group name (None: whole match) -> tier, follow, as ctx
+    # group name (None: whole match) -> tier, follow, as ctx; None for a word that is only counted
+    info: dict[str | None, tuple[int, int, bool] | None]
     # the same, grouped: (tier, follow, as ctx) -> the group names that give it (all of them, for one)
     by_info: tuple[tuple[tuple[int, int, bool], frozenset[str | None]], ...] = ()
+    counted: bool = False  # its groups are words, counted for the header's facts
+    marks: frozenset[str | None] = frozenset()  # the groups that have a tier
 
 
-def _scan(rx: re.Pattern[str], boundary: bool, info: dict[str | None, tuple[int, int, bool]]) -> _Scan:
+def _scan(rx: re.Pattern[str], boundary: bool, info: dict[str | None, tuple[int, int, bool] | None],
+          counted: bool = False) -> _Scan:
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
-        groups.setdefault(inf, set()).add(name)
-    return _Scan(rx, boundary, info, tuple((inf, frozenset(names)) for inf, names in groups.items()))
+        if inf is not None:
+            groups.setdefault(inf, set()).add(name)
+    return _Scan(rx, boundary, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
+                 frozenset(name for name, inf in info.items() if inf is not None))
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -553,16 +561,40 @@ def _join_branches(branches: list[str], depth: int = 0) -> str:
     return "|".join(out)
 
 
+_WHOLE_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)\\b")
+_LEADING_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")
+
+
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
+    """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above) or ``count``
+    (a whole word found and counted, that marks no line). Three shapes (see the comment above):
+    the line-start alternatives joined in one scan (first); in a spec that counts words, its whole words
+    ``\\bWORD\\b`` joined in one scan whose groups name the word (one pass for all of them, where counting
+    each would take a pass); every other alternative a scan of its own (a literal is found faster alone
+    than in an alternation), a leading ``\\bword`` checked by a lookbehind after the word so that the
+    engine's literal search still applies."""
     anchored: list[tuple[int, str, tuple[int, int, bool]]] = []
+    words: dict[str, tuple[int, int, bool] | None] = {}
     out: list[_Scan] = []
+    counting = any(tag == "count" for tag, _pat in spec)
     for order, (tag, pat) in enumerate(spec):
-        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?", tag)
+        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?|count", tag)
         assert m is not None, tag
-        info = (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
+        info = None if tag == "count" else (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
         for alt in _alternatives(pat):
-            if _JOIN_ANCHORED and alt.startswith("\\n"):
+            if _JOIN_ANCHORED and alt.startswith("\\n") and info is not None:
                 anchored.append((info[0] * 1000 + order, alt[2:], info))
+                continue
+            whole = _WHOLE_WORD_RE.fullmatch(alt) if counting else None
+            if whole is not None:
+                words.setdefault(whole.group(1), info)  # the first mention of a word gives its tier
+                continue
+            assert info is not None, f"a count pattern must be whole words: {alt}"
+            lead = _LEADING_WORD_RE.match(alt)
+            if lead is not None:  # \bword...: the word, then "not preceded by a word character"
+                word = lead.group(1)
+                rx = re.compile(word + f"(?<!\\w{word})" + alt[lead.end():])
+                out.append(_scan(rx, False, {None: info}))
                 continue
             boundary = alt.startswith("\\b")
             out.append(_scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
@@ -573,6 +605,10 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         rx = re.compile("\\n(?:" + _join_branches([f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)]) + ")")
         assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
         out.insert(0, _scan(rx, False, names))
+    if words:
+        # one word matches at a position (the \b after it), so their order does not matter
+        rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
+        out.append(_scan(rx, False, dict(words), counted=True))
     return out
 
 
@@ -635,10 +671,6 @@ _PATTERNS = {
 
 _WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: "), re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-# one literal regex per level (a literal is searched fast; the alternation above tries every position); the
-# lookbehind after the word rejects one preceded by a letter or digit without a Python test per match
-_LEVEL_RES = tuple((lv, re.compile(lv + r"\b(?<![^\W_]" + lv + ")"))
-                   for lv in ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE"))
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
@@ -692,8 +724,9 @@ def _top(counter: Counter[str], n: int) -> str:
     return shown + (f", … {len(items) - n} more" if len(items) > n else "")
 
 
-def _facts(kind: str, nb: str) -> list[str]:
-    """Counts that say what the whole output held (a few short phrases)."""
+def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
+    """Counts that say what the whole output held (a few short phrases); ``words``: the whole words the
+    kind's scans counted (a log's levels)."""
     out: list[str] = []
     if kind == "test":
         # one alternative matches, its group is never empty and findall gives "" for the others: joining the
@@ -722,7 +755,7 @@ def _facts(kind: str, nb: str) -> list[str]:
         if col or sat:
             out.append(f"collected {col}, already satisfied {sat}")
     elif kind == "log":
-        levels = Counter({lv: n for lv, rx in _LEVEL_RES if (n := len(rx.findall(nb)))})
+        levels = Counter({lv: words[lv] for lv in LOG_LEVELS if words[lv]})
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
@@ -876,15 +909,21 @@ def digest(
     # map/bisect/set operations place them): a long error list has thousands.
     found: tuple[set[int], ...] = (set(), set(), set(), set())  # line indexes per tier; a line may be in several
     is_log = k == "log"
+    words: Counter[str] = Counter()  # whole words found, for the facts
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
         matches = list(_finditer_kept(scan, nb))
         if not matches:
             continue
-        rows = _rows(nb, list(map(_MATCH_START, matches)))
-        if len(scan.by_info) == 1:
-            _mark(found, rows, scan.by_info[0][0], is_log)
+        offsets = list(map(_MATCH_START, matches))
+        if len(scan.by_info) == 1 and not scan.counted:
+            _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
             continue
         groups = list(map(_LASTGROUP, matches))
+        if scan.counted:
+            words.update(groups)
+            marking = list(map(scan.marks.__contains__, groups))  # a word only counted is not placed
+            offsets, groups = list(compress(offsets, marking)), list(compress(groups, marking))
+        rows = _rows(nb, offsets)
         for info, names in scan.by_info:
             _mark(found, [r for r, g in zip(rows, groups) if g in names], info, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
@@ -947,7 +986,7 @@ def digest(
     what = _what_kept(k, must_found - omitted, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
-    facts = _facts(k, nb)
+    facts = _facts(k, nb, words)
     extra: list[str] = []
     if facts:
         extra.append("[" + "; ".join(facts) + "]")
