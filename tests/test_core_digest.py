@@ -242,7 +242,7 @@ def _reference_anchored(spec: list[tuple[str, str]]) -> tuple[re.Pattern[str], l
 
     alts = []
     for order, (tag, pat) in enumerate(spec):
-        if tag == "count":  # whole words, counted: not line-start patterns
+        if tag.startswith("count"):  # counted, not line-start patterns
             continue
         m = re.fullmatch(r"t(\d)(?:([nc])(\d))?", tag)
         assert m is not None
@@ -377,3 +377,11 @@ def test_branches_sharing_a_head_are_joined_only_past_branches_that_cannot_match
     # a class that cannot match a space or a tab does not stop the indented branches from joining
     assert _join_branches(["[ \\t][ \\t]*+a", "[\\w.]b", "[ \\t][ \\t]*+c"]) == "[ \\t][ \\t]*+(?:a|c)|[\\w.]b"
     assert _join_branches(["[ \\t][ \\t]*+a", "\\sb", "[ \\t][ \\t]*+c"]) == "[ \\t][ \\t]*+a|\\sb|[ \\t][ \\t]*+c"
+
+
+def test_a_build_counts_its_warnings_by_flag() -> None:
+    lines = [f"src/m{i}.c:{i}:5: warning: unused variable 'x' [-Wunused-variable]" for i in range(1, 4)]
+    lines += ["src/a.c:9:1: warning: no flag here", "src/b.c:2:3: error: expected ';'", "  x = 1", "    ^",
+              "warning: unused import: `y`", "x.ts(3,1): warning TS6133: 'z' is declared"]
+    d = digest("\n".join(lines * 20), command="make", archive_id=1)
+    assert "[warnings: 120 ([-Wunused-variable] 60, warning 60)]" in d.text.split("\n")

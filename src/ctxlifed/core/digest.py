@@ -274,8 +274,9 @@ _BUILD = [
     ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
     ("t1n1", r"\nerror(?:\[E\d+\])?: "),
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
-    ("t1", r"\n[^\s:]+:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise
+    ("t1", r":\d+:\d+: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
     ("t2", r":\d+(?::\d+)?: note: "),
+    ("count:warning_at", r":\d+(?::\d+)?: warning: "),  # counted by flag in the facts
     ("t1", r"\bfatal: |Traceback \(most recent call last\)|\bcommand not found|\bNo such file or directory"),
     ("t1", _PY_EXC),
 ]
@@ -369,17 +370,18 @@ class _Scan(msgspec.Struct, frozen=True):
     # the same, grouped: (tier, follow, as ctx) -> the group names that give it (all of them, for one)
     by_info: tuple[tuple[tuple[int, int, bool], frozenset[str | None]], ...] = ()
     counted: bool = False  # its groups are words, counted for the header's facts
+    kept: frozenset[str] = frozenset()  # groups (``count:<label>``) whose offsets are kept for the facts
     marks: frozenset[str | None] = frozenset()  # the groups that have a tier
 
 
 def _scan(rx: re.Pattern[str], boundary: bool, info: dict[str | None, tuple[int, int, bool] | None],
-          counted: bool = False) -> _Scan:
+          counted: bool = False, kept: frozenset[str] = frozenset()) -> _Scan:
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
         if inf is not None:
             groups.setdefault(inf, set()).add(name)
     return _Scan(rx, boundary, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
-                 frozenset(name for name, inf in info.items() if inf is not None))
+                 kept, frozenset(name for name, inf in info.items() if inf is not None))
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -565,39 +567,63 @@ _WHOLE_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)\\b")
 _LEADING_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")
 
 
+def _literal_prefix(rx: str) -> str:
+    """The characters every match of the regex ``rx`` starts with (its leading unquantified literals)."""
+    out = []
+    i = 0
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\" and i + 1 < len(rx) and not rx[i + 1].isalnum():
+            char, step = rx[i + 1], 2
+        elif c not in ".^$*+?{}[]()|\\":
+            char, step = c, 1
+        else:
+            break
+        if rx[i + step: i + step + 1] in ("*", "+", "?", "{"):
+            break
+        out.append(char)
+        i += step
+    return "".join(out)
+
+
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
-    """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above) or ``count``
-    (a whole word found and counted, that marks no line). Three shapes (see the comment above):
-    the line-start alternatives joined in one scan (first); in a spec that counts words, its whole words
-    ``\\bWORD\\b`` joined in one scan whose groups name the word (one pass for all of them, where counting
-    each would take a pass); every other alternative a scan of its own (a literal is found faster alone
-    than in an alternation), a leading ``\\bword`` checked by a lookbehind after the word so that the
-    engine's literal search still applies."""
+    """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above), ``count``
+    (whole words found and counted, that mark no line) or ``count:<label>`` (a pattern whose matches'
+    offsets are kept under ``label``, for the facts). Four shapes (see the comment above): the line-start
+    alternatives joined in one scan (first); in a spec that counts words, its whole words ``\\bWORD\\b``
+    joined in one scan whose groups name the word (one pass for all of them, where counting each would
+    take a pass); the other alternatives that start with the same literal joined in one scan (the engine
+    finds that literal once and tries each at it; they must not match inside each other's matches);
+    every other alternative a scan of its own (a literal is found faster alone than in an alternation).
+    A leading ``\\bword`` is checked by a lookbehind after the word, so the literal search still applies."""
     anchored: list[tuple[int, str, tuple[int, int, bool]]] = []
     words: dict[str, tuple[int, int, bool] | None] = {}
+    loose: dict[str, list[tuple[str, tuple[int, int, bool] | None, str | None]]] = {}  # by literal prefix
     out: list[_Scan] = []
     counting = any(tag == "count" for tag, _pat in spec)
     for order, (tag, pat) in enumerate(spec):
-        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?|count", tag)
+        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?|count(?::(\w+))?", tag)
         assert m is not None, tag
-        info = None if tag == "count" else (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
+        label = m.group(4)
+        info = None if tag.startswith("count") else (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
         for alt in _alternatives(pat):
             if _JOIN_ANCHORED and alt.startswith("\\n") and info is not None:
                 anchored.append((info[0] * 1000 + order, alt[2:], info))
                 continue
-            whole = _WHOLE_WORD_RE.fullmatch(alt) if counting else None
+            whole = _WHOLE_WORD_RE.fullmatch(alt) if counting and label is None else None
             if whole is not None:
                 words.setdefault(whole.group(1), info)  # the first mention of a word gives its tier
                 continue
-            assert info is not None, f"a count pattern must be whole words: {alt}"
+            assert info is not None or label is not None, f"a count pattern must be whole words or labelled: {alt}"
             lead = _LEADING_WORD_RE.match(alt)
             if lead is not None:  # \bword...: the word, then "not preceded by a word character"
                 word = lead.group(1)
-                rx = re.compile(word + f"(?<!\\w{word})" + alt[lead.end():])
-                out.append(_scan(rx, False, {None: info}))
+                alt = word + f"(?<!\\w{word})" + alt[lead.end():]
+            elif alt.startswith("\\b"):
+                assert info is not None, alt
+                out.append(_scan(re.compile(alt[2:]), True, {None: info}))
                 continue
-            boundary = alt.startswith("\\b")
-            out.append(_scan(re.compile(alt[2:] if boundary else alt), boundary, {None: info}))
+            loose.setdefault(_literal_prefix(alt), []).append((alt, info, label))
     if anchored:
         anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
         branches = [(b, info) for _o, alt, info in anchored for b in _fast_starts(alt)]
@@ -605,6 +631,20 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         rx = re.compile("\\n(?:" + _join_branches([f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)]) + ")")
         assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
         out.insert(0, _scan(rx, False, names))
+    n = 0
+    for prefix, alts in loose.items():
+        if len(alts) == 1 and alts[0][2] is None or not prefix:
+            out += [_scan(re.compile(alt), False, {None: info}) for alt, info, _label in alts]
+            continue
+        names: dict[str | None, tuple[int, int, bool] | None] = {}
+        branches = []
+        for alt, info, label in alts:
+            name = label or f"u{n}"
+            n += 1
+            names[name] = info
+            branches.append(f"{alt}(?P<{name}>)")
+        out.append(_scan(re.compile(_join_branches(branches)), False, names,
+                         kept=frozenset(label for _a, _i, label in alts if label)))
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
@@ -669,7 +709,7 @@ _PATTERNS = {
     "other": _compile(_OTHER),
 }
 
-_WARN_RES = (re.compile(r":\d+(?::\d+)?: warning: "), re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))
+_WARN_RES = (re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))  # file:line ones: count:warning_at
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
@@ -724,9 +764,9 @@ def _top(counter: Counter[str], n: int) -> str:
     return shown + (f", … {len(items) - n} more" if len(items) > n else "")
 
 
-def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
+def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) -> list[str]:
     """Counts that say what the whole output held (a few short phrases); ``words``: the whole words the
-    kind's scans counted (a log's levels)."""
+    kind's scans counted (a log's levels); ``kept``: the offsets of its ``count:<label>`` matches."""
     out: list[str] = []
     if kind == "test":
         # one alternative matches, its group is never empty and findall gives "" for the others: joining the
@@ -736,17 +776,16 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
         warns: Counter[str] = Counter()
-        gcc = _WARN_RES[0]
+        for p in kept.get("warning_at", ()):  # file:line: warning: ...; gcc/clang name the flag at the end
+            start = nb.find(" warning: ", p) + len(" warning: ")
+            end = nb.find("\n", start)
+            seg = nb[start: end if end >= 0 else len(nb)]
+            k = seg.rfind(" [-W")
+            warns[seg[k + 1:] if k >= 0 and seg.endswith("]") else "warning"] += 1
         for rx in _WARN_RES:
-            for m in rx.finditer(nb):
-                flag = "warning"
-                if rx is gcc:  # gcc/clang name the flag at the end of the line: [-Wunused-variable]
-                    end = nb.find("\n", m.end())
-                    seg = nb[m.end(): end if end >= 0 else len(nb)]
-                    k = seg.rfind(" [-W")
-                    if k >= 0 and seg.endswith("]"):
-                        flag = seg[k + 1:]
-                warns[flag] += 1
+            warns["warning"] += len(rx.findall(nb))
+        if not warns["warning"]:
+            del warns["warning"]
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
     elif kind == "install":
@@ -910,18 +949,22 @@ def digest(
     found: tuple[set[int], ...] = (set(), set(), set(), set())  # line indexes per tier; a line may be in several
     is_log = k == "log"
     words: Counter[str] = Counter()  # whole words found, for the facts
+    kept: dict[str, list[int]] = {}  # offsets of the matches of count:<label> patterns, for the facts
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
         matches = list(_finditer_kept(scan, nb))
         if not matches:
             continue
         offsets = list(map(_MATCH_START, matches))
-        if len(scan.by_info) == 1 and not scan.counted:
+        if len(scan.by_info) == 1 and not (scan.counted or scan.kept):
             _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
             continue
         groups = list(map(_LASTGROUP, matches))
         if scan.counted:
             words.update(groups)
-            marking = list(map(scan.marks.__contains__, groups))  # a word only counted is not placed
+        for label in scan.kept:
+            kept[label] = [p for p, g in zip(offsets, groups) if g == label]
+        if scan.counted or scan.kept:
+            marking = list(map(scan.marks.__contains__, groups))  # what is only counted is not placed
             offsets, groups = list(compress(offsets, marking)), list(compress(groups, marking))
         rows = _rows(nb, offsets)
         for info, names in scan.by_info:
@@ -986,7 +1029,7 @@ def digest(
     what = _what_kept(k, must_found - omitted, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
-    facts = _facts(k, nb, words)
+    facts = _facts(k, nb, words, kept)
     extra: list[str] = []
     if facts:
         extra.append("[" + "; ".join(facts) + "]")
