@@ -715,7 +715,7 @@ _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
-_COMMIT_RE = re.compile(r"\ncommit [0-9a-f]{7,40}\b|\n[0-9a-f]{7,12} \S")
+_COMMIT_RE = re.compile(r"\n(?:commit [0-9a-f]{7,40}\b|[0-9a-f]{7,12} \S)")
 _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 _STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
@@ -822,7 +822,9 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
         if sum(files.values()) >= 3:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
-        items = Counter(s.strip() or "untracked/other" for s in _STATUS_ITEM_RE.findall(nb))
+        items = Counter(_STATUS_ITEM_RE.findall(nb))  # counted in C; the group is "" for an untracked file
+        if "" in items:
+            items["untracked/other"] = items.pop("")
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
@@ -962,13 +964,13 @@ def digest(
         if scan.counted:
             words.update(groups)
         for label in scan.kept:
-            kept[label] = [p for p, g in zip(offsets, groups) if g == label]
+            kept[label] = list(compress(offsets, map(label.__eq__, groups)))
         if scan.counted or scan.kept:
             marking = list(map(scan.marks.__contains__, groups))  # what is only counted is not placed
             offsets, groups = list(compress(offsets, marking)), list(compress(groups, marking))
         rows = _rows(nb, offsets)
         for info, names in scan.by_info:
-            _mark(found, [r for r, g in zip(rows, groups) if g in names], info, is_log)
+            _mark(found, list(compress(rows, map(names.__contains__, groups))), info, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
         found[0].add(last)
