@@ -385,3 +385,15 @@ def test_a_build_counts_its_warnings_by_flag() -> None:
               "warning: unused import: `y`", "x.ts(3,1): warning TS6133: 'z' is declared"]
     d = digest("\n".join(lines * 20), command="make", archive_id=1)
     assert "[warnings: 120 ([-Wunused-variable] 60, warning 60)]" in d.text.split("\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "a", ".py", ".py:", "py", ":", "12", ": ", "in f", "x.y", "/", "-", "\\", " ",
+                                 ".", "tests/t.py:3: AssertionError", "E", "...."]), max_size=14))
+def test_pytest_location_pattern_matches_like_its_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _RUNNERS
+
+    fast = next(p for _t, p in _RUNNERS["pytest"][1] if r"\.py" in p)
+    plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"
+    text = "".join(parts)
+    assert [m.span() for m in re.finditer(fast, text)] == [m.span() for m in re.finditer(plain, text)]

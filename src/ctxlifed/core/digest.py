@@ -220,8 +220,13 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure. Written so that
 # nothing backtracks: the prefix up to the last dot and the name are taken possessively, then the ending is
 # checked behind (the same lines as ``\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
-_PY_EXC = (r"\n(?:[\w.](?:\w*\.)++)?[A-Z]\w*+"
-           r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))(?::[^\n]*)?(?=\n|$)")
+# A gate after the first character runs the line's first [\w.] run to its end and checks the ending first:
+# a line that starts with a long run that does not end so (a pytest progress line of dots) fails in one
+# pass instead of backtracking through it.
+_EXC_ENDS = r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))"
+_EXC_GATE = r"(?=[\w.]*+" + _EXC_ENDS + ")"
+_PY_EXC = (r"\n[\w.]" + _EXC_GATE + r"(?:\w*\.)++[A-Z]\w*+" + _EXC_ENDS + r"(?::[^\n]*)?(?=\n|$)"
+           r"|\n[A-Z]" + _EXC_GATE + r"\w*+" + _EXC_ENDS + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
@@ -234,7 +239,8 @@ _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
         ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
         ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
-        ("t1", r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
+        # a path's characters taken possessively (":" ends them), then "does it end in .py": no backtracking
+        ("t1", r"\n[\w./\\-]++(?<=[\w./\\-]\.py):\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
         ("t2", r"\n>\s"),
     ]),
     "unittest": (r"\nRan \d+ test|\) \.\.\. (?:ok|FAIL|ERROR)\n|\n(?:FAIL|ERROR): ", [
