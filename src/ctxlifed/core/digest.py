@@ -224,7 +224,7 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # a line that starts with a long run that does not end so (a pytest progress line of dots) fails in one
 # pass instead of backtracking through it.
 _EXC_ENDS = r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))"
-_EXC_GATE = r"(?=[\w.]*+" + _EXC_ENDS + ")"
+_EXC_GATE = r"(?=[\w.]*+(?<=[rnte])" + _EXC_ENDS + ")"  # [rnte]: the endings' last letters, checked first
 _PY_EXC = (r"\n[\w.]" + _EXC_GATE + r"(?:\w*\.)++[A-Z]\w*+" + _EXC_ENDS + r"(?::[^\n]*)?(?=\n|$)"
            r"|\n[A-Z]" + _EXC_GATE + r"\w*+" + _EXC_ENDS + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
@@ -234,7 +234,7 @@ _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bC
 # Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
 # line); when no runner is recognised, all of them are.
 _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
-    "pytest": (r"test session starts|::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:FAILED|ERROR) \S+::"
+    "pytest": (r"test session starts|::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S+::"
                r"|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
         ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
         ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
@@ -905,6 +905,8 @@ def _fit(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, 
     k = bisect_right(cum, room)
     taken = rows[:k]
     left = room - (cum[k - 1] if k else 0)
+    if k == len(rows) or min(costs[k:]) > left:  # nothing after the prefix fits: no step per row
+        return taken, room - left, len(rows) - k
     skipped = 0
     for j in range(k, len(rows)):
         if left < 2:
@@ -1013,18 +1015,14 @@ def digest(
     cut_any = bool(rendered)
 
     body: list[str] = []
-    prev = -2
-    run_start = -1
     order = sorted(shown)
-    runs: list[tuple[int, int]] = []
-    for i in order:
-        if i != prev + 1 or (i == tail_line and tail_at >= 0):
-            if run_start >= 0:
-                runs.append((run_start, prev))
-            run_start = i
-        prev = i
-    if run_start >= 0:
-        runs.append((run_start, prev))
+    # a run of consecutive lines breaks where the next shown line is not the next line, and where the
+    # scanned tail starts (its numbers jump over the lines not scanned)
+    cuts = set(compress(range(1, len(order)), map((1).__ne__, map(sub, order[1:], order[:-1]))))
+    if tail_at >= 0 and (j := bisect_left(order, tail_line)) < len(order) and order[j] == tail_line and j:
+        cuts.add(j)
+    bounds = [0, *sorted(cuts), len(order)] if order else [0]
+    runs = [(order[a], order[b - 1]) for a, b in zip(bounds, bounds[1:])]
     for a, b in runs:
         la, lb = number(a), number(b)
         body.append(f"[L{la}]" if la == lb else f"[L{la}-{lb}]")
