@@ -225,8 +225,10 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # pass instead of backtracking through it.
 _EXC_ENDS = r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))"
 _EXC_GATE = r"(?=[\w.]*+(?<=[rnte])" + _EXC_ENDS + ")"  # [rnte]: the endings' last letters, checked first
-_PY_EXC = (r"\n[\w.]" + _EXC_GATE + r"(?:\w*\.)++[A-Z]\w*+" + _EXC_ENDS + r"(?::[^\n]*)?(?=\n|$)"
-           r"|\n[A-Z]" + _EXC_GATE + r"\w*+" + _EXC_ENDS + r"(?::[^\n]*)?(?=\n|$)")
+# One branch for both forms (a dotted prefix, or none and the name's first letter a capital): the line is
+# entered once.
+_PY_EXC = (r"\n[\w.]" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
+           + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
