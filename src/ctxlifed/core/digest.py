@@ -220,11 +220,12 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure. Written so that
 # nothing backtracks: the prefix up to the last dot and the name are taken possessively, then the ending is
 # checked behind (the same lines as ``\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
-# A gate after the first character runs the line's first [\w.] run to its end and checks the ending first:
-# a line that starts with a long run that does not end so (a pytest progress line of dots) fails in one
-# pass instead of backtracking through it.
+# A gate after the first character runs the line's first [\w.] run to its end and checks what follows it
+# and how it ends first: a line whose first run cannot be an exception's name (most lines; a pytest progress
+# line of dots) fails there, in one pass, instead of backtracking through it.
 _EXC_ENDS = r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=\wFailure))"
-_EXC_GATE = r"(?=[\w.]*+(?<=[rnte])" + _EXC_ENDS + ")"  # [rnte]: the endings' last letters, checked first
+# cheapest checks first: the run is followed by ":" or the line's end, its last letter is one of the endings'
+_EXC_GATE = r"(?=[\w.]*+(?![^:\n])(?<=[rnte])" + _EXC_ENDS + ")"
 # One branch for both forms (a dotted prefix, or none and the name's first letter a capital): the line is
 # entered once.
 _PY_EXC = (r"\n[\w.]" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
