@@ -643,6 +643,7 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     n = 0
     for prefix, alts in loose.items():
         if len(alts) == 1 and alts[0][2] is None or not prefix:
+            assert all(label is None for _a, _i, label in alts), "a labelled count pattern must start with a literal"
             out += [_scan(re.compile(alt), False, {None: info}) for alt, info, _label in alts]
             continue
         names: dict[str | None, tuple[int, int, bool] | None] = {}
