@@ -21,6 +21,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from ..runtime.bounded_read import Refused, read_bounded
+
 DROPPED_NAME = "dropped"
 STALLED_NAME = "stalled"
 SPOOL_NAME = "spool.jsonl"
@@ -45,18 +47,10 @@ def _ours(st: os.stat_result) -> bool:
 
 def _count(path: str) -> tuple[int, float | None]:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        data, st = read_bounded(path, MAX_COUNT_READ, ours=True, cut=True)
+    except Refused:
         return 0, None
-    try:
-        st = os.fstat(fd)
-        if not _ours(st):
-            return 0, None
-        raw = os.read(fd, MAX_COUNT_READ).strip()
-    except OSError:
-        return 0, None
-    finally:
-        os.close(fd)
+    raw = data.strip()
     return (int(raw), st.st_mtime) if raw.isdigit() else (0, None)
 
 

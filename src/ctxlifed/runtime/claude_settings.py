@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 
 from ..core.paths import encode_project_dir
 from ..core.wrap_policy import Rules
+from .bounded_read import Refused, read_bounded
 
 MAX_SETTINGS_BYTES = 1 << 20
 MAX_MANAGED_FILES = 64
@@ -56,27 +56,11 @@ class _Unreadable(Exception):
 def read_json(path: str, max_bytes: int = MAX_SETTINGS_BYTES) -> dict[str, object] | None:
     """The JSON object in ``path``; None when absent; :class:`_Unreadable` otherwise (see the rules)."""
     try:
-        real = os.path.realpath(path)
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        return None
-    except OSError as exc:
-        raise _Unreadable(f"{path}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Unreadable(f"{path}: not a regular file")
-        if st.st_size > max_bytes:
-            raise _Unreadable(f"{path}: larger than {max_bytes} bytes")
-        data = os.read(fd, max_bytes + 1)
-    except OSError as exc:
-        raise _Unreadable(f"{path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise _Unreadable(f"{path}: larger than {max_bytes} bytes")
+        data, _st = read_bounded(os.path.realpath(path), max_bytes)
+    except Refused as exc:
+        if exc.missing:
+            return None
+        raise _Unreadable(f"{path}: {exc}") from None
     if not data.strip():
         return {}
     try:

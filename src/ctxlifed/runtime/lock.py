@@ -33,6 +33,8 @@ import shlex
 import socket
 import stat
 
+from .bounded_read import Refused, read_bounded
+
 MAX_OWNER_BYTES = 8192  # a lock file line: a pid and a socket path
 
 
@@ -48,19 +50,10 @@ def read_owner(path: str) -> dict[str, object] | None:
     or not a regular file of ours that only we can write: a lock file someone else could have
     written names no daemon of ours). Bounded read; a symlink is not followed."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        data, _st = read_bounded(path, MAX_OWNER_BYTES, ours=True, private=True, cut=True)
+        owner = json.loads(data.split(b"\n", 1)[0])
+    except (Refused, ValueError):
         return None
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
-            return None
-        first = os.read(fd, MAX_OWNER_BYTES).split(b"\n", 1)[0]
-        owner = json.loads(first)
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
     if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int):
         return None
     return owner

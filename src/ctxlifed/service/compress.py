@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +52,7 @@ from ..core.events import elements_from_event
 from ..core.hook_events import PostToolUse, PostToolUseFailure, as_text
 from ..core.redact import redact
 from ..protocol import _methods as M
+from ..runtime.bounded_read import Refused, read_bounded
 from ..runtime.config import Config
 from ..store import ops
 from . import files
@@ -105,29 +105,10 @@ def read_persisted(path: str, roots: tuple[str, ...], max_bytes: int = MAX_PERSI
     if real is None:
         return None
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
+        data, _st = read_bounded(real, max_bytes)
+    except Refused:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-            return None
-        chunks: list[bytes] = []
-        left = max_bytes + 1
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
-        data = b"".join(chunks)
-        if len(data) > max_bytes:
-            return None
-        return data.decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return data.decode("utf-8", "replace")
 
 
 def outputs_dir(transcript_path: str | None, session: str, roots: tuple[str, ...]) -> str | None:

@@ -33,6 +33,7 @@ from ..core import cost as C
 from ..core.hook_events import SessionStart
 from ..core.transcript import TranscriptDelta
 from ..protocol import _methods as M
+from ..runtime.bounded_read import Refused, read_bounded
 from ..runtime.config import Config
 from .state import SessionState
 
@@ -158,11 +159,8 @@ def _settings_envs(st: SessionState) -> list[dict[str, Any] | None]:
 
 def _env_of(path: str) -> dict[str, Any] | None:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_SETTINGS_BYTES + 1)
-    except (OSError, ValueError):  # ValueError: a NUL in a path from the payload
-        return None
-    if len(raw) > MAX_SETTINGS_BYTES:
+        raw, _st = read_bounded(os.path.realpath(path), MAX_SETTINGS_BYTES)  # a FIFO there does not block
+    except (Refused, ValueError):  # ValueError: a NUL in a path from the payload (realpath)
         return None
     try:
         data = json.loads(raw)
