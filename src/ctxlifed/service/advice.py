@@ -58,7 +58,7 @@ def advice_for(st: SessionState, b: budgets.Budget | None, matrix: matrix_rules.
     out: list[str] = []
     pct = figures.percent(b.working_pct)
     focus = "/compact " + matrix_rules.focus_line(st.phase.phase, matrix_rules.FocusState(
-        files=files_changed(st), failing_tests=list(st.failing_ids)), matrix)
+        files=files_changed(st), failing_tests=list(st.streak_tests)), matrix)
     if near_autocompact(b):
         out.append(f"auto-compaction is {figures.tokens(b.tokens_to_autocompact)} tokens away: {focus} now, at a boundary you choose")
     for kind in ("rewind", "clear", "subagent"):
@@ -139,7 +139,7 @@ class Adviser:
         rows = await self.readers.run(partial(session_reads.focus_rows, st.session, st.project))
         return matrix_rules.FocusState(
             files=files_changed(st),
-            failing_tests=list(st.failing_ids),
+            failing_tests=list(st.streak_tests),
             decisions=[r["text"] for r in rows["decision"] if r["ts"] >= st.phase_started - 1e-6],
             constraints=[r["text"] for r in rows["constraint"]],
             pending=await self.pending_texts(st))
@@ -175,9 +175,9 @@ class Adviser:
                                                or f"{el.tool}|{el.command or el.file_path or ''}")
                 st.fail_sig, st.fail_count = (sig, st.fail_count + 1) if sig == st.fail_sig else (sig, 1)
                 if test_run:
-                    st.failing_ids = (ids or [el.command or ""])[:8]
+                    st.streak_tests = (ids or [el.command or ""])[:8]
             elif el.kind is Kind.TEST_RESULT and el.passed:
-                st.fail_sig, st.fail_count, st.failing_ids = "", 0, []
+                st.fail_sig, st.fail_count, st.streak_tests = "", 0, []
                 st.advice_lines.pop("rewind", None)
 
     async def advise_release(self, st: SessionState, prompt: str | None, budget: budgets.Budget | None,
@@ -205,7 +205,7 @@ class Adviser:
                 # The work so far, read from the archive (never kept in the session state: forget
                 # must leave no copy of a prompt behind).
                 earlier = await self.readers.run(partial(session_reads.earlier_prompts, st.session))
-                topic = "\n".join([*earlier, *st.files_touched, *st.failing_ids])
+                topic = "\n".join([*earlier, *st.files_touched, *st.streak_tests])
             if topic and advice_rules.unrelated_task(prompt, topic, working):
                 self.advise(st, advice_rules.Advice(
                     kind="clear", key=f"clear:{now:.3f}", urgency=advice_rules.URGENCY["clear"],

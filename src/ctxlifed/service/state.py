@@ -50,9 +50,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     advised: list[str] = msgspec.field(default_factory=list)  # advice keys delivered (bounded)
     advice_at: dict[str, float] = msgspec.field(default_factory=dict)  # kind -> last delivered
     advice_lines: dict[str, str] = msgspec.field(default_factory=dict)  # kind -> current advice for status
-    fail_sig: str = ""  # the latest failing signature and how many times in a row it failed
+    fail_sig: str = ""  # the latest failing signature and how many times in a row it failed (a red streak)
     fail_count: int = 0
-    failing_ids: list[str] = msgspec.field(default_factory=list)  # failing tests named by the last red runs
+    streak_tests: list[str] = msgspec.field(default_factory=list)  # the tests failing in that streak (advice; `failing` is per command)
     sweep_reads: int = 0  # exploration calls in a row, and their distinct targets (bounded)
     sweep_targets: list[str] = msgspec.field(default_factory=list)
     sweep_start: float = 0.0
