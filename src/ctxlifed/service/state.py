@@ -52,7 +52,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     advice_lines: dict[str, str] = msgspec.field(default_factory=dict)  # kind -> current advice for status
     fail_sig: str = ""  # the latest failing signature and how many times in a row it failed (a red streak)
     fail_count: int = 0
-    streak_tests: list[str] = msgspec.field(default_factory=list)  # the tests failing in that streak (advice; `failing` is per command)
+    streak_tests: list[str] = msgspec.field(default_factory=list)  # its failing tests (advice; per command: failing)
     sweep_reads: int = 0  # exploration calls in a row, and their distinct targets (bounded)
     sweep_targets: list[str] = msgspec.field(default_factory=list)
     sweep_start: float = 0.0
