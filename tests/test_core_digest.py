@@ -397,3 +397,16 @@ def test_pytest_location_pattern_matches_like_its_plain_form(parts: list[str]) -
     plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"
     text = "".join(parts)
     assert [m.span() for m in re.finditer(fast, text)] == [m.span() for m in re.finditer(plain, text)]
+
+
+def test_a_long_error_list_is_digested_without_setting_off_the_garbage_collector() -> None:
+    # thousands of matches held at once would each count towards a collection (and a full one now and
+    # then is a hook's slowest moment): they are read in small batches
+    import gc
+
+    text = "".join(f"src/m{i % 50}.py:{i}: error: Incompatible types in assignment [assignment]\n" for i in range(4000))
+    gc.collect()
+    before = [s["collections"] for s in gc.get_stats()]
+    for _ in range(5):
+        digest(text, command="mypy src", archive_id=1)
+    assert [s["collections"] for s in gc.get_stats()] == before

@@ -65,7 +65,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import add, attrgetter, sub
 from typing import Literal
 
@@ -676,7 +676,22 @@ def _finditer_kept(scan: _Scan, nb: str) -> Iterable[re.Match[str]]:
     """The matches of ``scan`` in ``nb`` that it keeps (those at a word boundary, for a boundary scan)."""
     if not scan.boundary:
         return scan.rx.finditer(nb)
-    return [m for m in scan.rx.finditer(nb) if not (p := m.start()) or not (nb[p - 1].isalnum() or nb[p - 1] == "_")]
+    return (m for m in scan.rx.finditer(nb) if not (p := m.start()) or not (nb[p - 1].isalnum() or nb[p - 1] == "_"))
+
+
+_MATCH_BATCH = 256  # matches alive at once: a long error list never holds thousands (they would set off the GC)
+
+
+def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str | None]]:
+    """The start offsets of ``scan``'s matches in ``nb`` and, ``with_groups``, the group each ended in."""
+    offsets: list[int] = []
+    groups: list[str | None] = []
+    found = iter(_finditer_kept(scan, nb))
+    while batch := list(islice(found, _MATCH_BATCH)):
+        offsets += map(_MATCH_START, batch)
+        if with_groups:
+            groups += map(_LASTGROUP, batch)
+    return offsets, groups
 
 
 def _found(scans: list[_Scan], text: str) -> bool:
@@ -965,14 +980,13 @@ def digest(
     words: Counter[str] = Counter()  # whole words found, for the facts
     kept: dict[str, list[int]] = {}  # offsets of the matches of count:<label> patterns, for the facts
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
-        matches = list(_finditer_kept(scan, nb))
-        if not matches:
+        single = len(scan.by_info) == 1 and not (scan.counted or scan.kept)
+        offsets, groups = _where(scan, nb, with_groups=not single)
+        if not offsets:
             continue
-        offsets = list(map(_MATCH_START, matches))
-        if len(scan.by_info) == 1 and not (scan.counted or scan.kept):
+        if single:
             _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
             continue
-        groups = list(map(_LASTGROUP, matches))
         if scan.counted:
             words.update(groups)
         for label in scan.kept:
