@@ -66,7 +66,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, compress, islice, repeat
-from operator import add, attrgetter, sub
+from operator import add, attrgetter, not_, sub
 from typing import Literal
 
 import msgspec
@@ -1005,13 +1005,16 @@ def digest(
         if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
             found[3].add(i)
     # each line in its best tier; blank lines and the indexes that follow/precede past the ends in none
-    cand = sorted(set().union(*found))
-    cand = cand[bisect_left(cand, 0): bisect_left(cand, n)]
-    filled = set(compress(cand, map(str.strip, map(lines.__getitem__, cand))))
-    t0 = found[0] & filled
-    t1 = (found[1] & filled) - t0
-    t2 = (found[2] & filled) - t0 - t1
-    t3 = (found[3] & filled) - t0 - t1 - t2
+    every = sorted(set().union(*found))
+    lo, hi = bisect_left(every, 0), bisect_left(every, n)
+    inside = every[lo:hi]
+    drop = set(compress(inside, map(not_, map(str.strip, map(lines.__getitem__, inside)))))  # blank lines
+    drop.update(every[:lo], every[hi:])
+    t0, t1, t2, t3 = found  # narrowed in place: no new sets
+    t0.difference_update(drop)
+    t1.difference_update(drop, t0)
+    t2.difference_update(drop, t0, t1)
+    t3.difference_update(drop, t0, t1, t2)
 
     orig_tokens = original_tokens if original_tokens is not None else token_estimate(text)
     ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed without a call
