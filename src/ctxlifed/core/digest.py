@@ -169,7 +169,8 @@ _TEXT_INSTALL = [("t0",
                   r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
                   r"|\nERROR: (?:Could not find a version|No matching distribution)")]
 _TEXT_DIFF_RE = re.compile(r"diff --git a/|--- a/\S+\n\+\+\+ b/")
-_CLOCK_RE = re.compile(r"\d\d:\d\d:\d\d")
+# hh:mm:ss, found from its first ":" (a literal the engine searches fast) and checked behind
+_CLOCK_RE = re.compile(r":\d\d:\d\d(?<=\d\d:\d\d:\d\d)")
 _MATCH_LINE_RE = re.compile(r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)")
 
 
