@@ -624,3 +624,19 @@ def test_working_zone_figure_only_where_it_is_known_and_matters() -> None:
     compact = render_session_start(make_data("compact", working_pct=0.634, level=1), 10_000, now=NOW, ctl=CTL)
     assert "Working zone" not in low and "Working zone" not in compact
     assert "Working zone: 63.4% used (level L0→L1)." in high
+
+
+def test_resume_does_not_repeat_a_decision_postcompact_reinjected_nor_a_list_it_holds() -> None:
+    """PostCompact words a decision "- Decision: <text>"; the briefing "- <text>" under its title: held
+    either way. A list whose items are all held is left out with its title; a new item comes with it."""
+    data = make_data("resume", working_pct=None, recent_decisions=("Use a streaming parser.",), decisions_count=1)
+    lines = render_session_start(data, now=NOW + H, ctl=CTL).splitlines()
+    assert "- Use a streaming parser." in lines
+    previous = "\n".join(ln for ln in lines if ln != "- Use a streaming parser." and not ln.startswith("Decisions ("))
+    previous += "\nctxlifed: recorded before this compaction and not carried by its summary:\n- Decision: Use a streaming parser."
+    delta = render_session_start(data, now=NOW + H, ctl=CTL, previous=previous)
+    assert "streaming parser" not in delta and "Decisions (" not in delta
+    two = make_data("resume", working_pct=None, recent_decisions=("Keep rows.", "Use a streaming parser."),
+                    decisions_count=2)
+    delta = render_session_start(two, now=NOW + H, ctl=CTL, previous=previous).splitlines()
+    assert delta[1:] == ["Decisions (2, most recent first):", "- Keep rows."]

@@ -291,3 +291,34 @@ def test_every_command_named_runs_as_written(daemon: Any, lang: str) -> None:
             assert "command not found" not in r.stderr and "No archived context matches" not in r.stdout, (cmd, r.stdout)
             ran += 1
     assert ran >= 1
+
+
+def test_a_resume_after_resume_then_compact_repeats_nothing_the_context_holds(daemon: Any) -> None:
+    """``claude -p '/compact' --resume S`` then ``claude -p … --resume S`` (model_view's runs 2 and 3): the
+    first resume's briefing is given before the compaction with no prompt between, so Claude Code keeps
+    it after the summary, next to the compact briefing and PostCompact's re-injected facts. The next
+    resume says none of their lines again."""
+    sc = SCRIPTS["en"]
+    a = Transcript(Session(daemon, sid="cccc0000-1111-2222-3333-444444444444"))
+    s = a.session
+    s.usage(30_000)
+    a.hook("SessionStart", source="startup")
+    a.hook("UserPromptSubmit", prompt=sc["plan"])
+    a.hook("UserPromptSubmit", prompt=sc["implement"])
+    a.hook("Stop", stop_hook_active=False)
+    s.usage(30_000 + 100_000)
+    a.hook("SessionStart", source="resume")
+    a.hook("PreCompact", trigger="manual", custom_instructions="")
+    boundary(s, pre=130_050, post=12_000)
+    a.epoch += 1
+    a.hook("SessionStart", source="compact")
+    a.post_compact("Summary: the CSV importer is being implemented.")
+    before = len(a.said)
+    a.hook("SessionStart", source="resume")
+    held = {ln for x in a.said[:before] if x.where != "status" and x.where.startswith(("SessionStart", "PostCompact"))
+            for ln in x.text.splitlines() if len(ln) > 12}
+    assert any("streaming parser" in ln for ln in held)  # the decision was said before the compaction
+    for x in a.said[before:]:
+        lines = {ln for ln in x.text.splitlines() if len(ln) > 12}
+        assert not lines & held, sorted(lines & held)
+        assert not any("streaming parser" in ln for ln in lines)

@@ -468,6 +468,34 @@ def session_start_lines(d: SessionStartData, *, now: float, ctl: str) -> tuple[l
     return lines, footer
 
 
+_REINJECTED_DECISION = "- Decision: "  # how PostCompact's re-injection words a decision (core.mustsurvive)
+
+
+def _held_lines(previous: str) -> set[str]:
+    """The lines the context holds of ours, a decision PostCompact re-injected also in the briefing's form."""
+    seen = set(previous.splitlines())
+    seen |= {"- " + ln[len(_REINJECTED_DECISION):] for ln in seen if ln.startswith(_REINJECTED_DECISION)}
+    return seen
+
+
+def _unseen(lines: list[str], seen: set[str]) -> list[str]:
+    """The lines not in ``seen``; a list (a title ending in ":" and its "- " items) is given with its
+    title when one of its items is new, and not at all when every item is held already."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i + 1
+        while lines[i].endswith(":") and j < len(lines) and lines[j].startswith("- "):
+            j += 1
+        items = [ln for ln in lines[i + 1:j] if ln not in seen]
+        if j > i + 1:
+            out += [lines[i], *items] if items else []
+        elif lines[i] not in seen:
+            out.append(lines[i])
+        i = j
+    return out
+
+
 def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: float, ctl: str,
                          previous: str = "") -> str:
     """``additionalContext`` for SessionStart, by ``d.source``:
@@ -489,8 +517,8 @@ def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: fl
     if not lines:
         return ""
     if d.source == "resume" and previous:
-        seen = set(previous.splitlines())
-        new = [ln for ln in lines[1:] if ln not in seen]
+        seen = _held_lines(previous)
+        new = _unseen(lines[1:], seen)
         if d.phase:
             since = f" (since {_iso(d.phase_since)}" if d.phase_since is not None else ""
             if f"Current phase: {_one_line(d.phase, 40)}{since}" not in previous:

@@ -414,6 +414,8 @@ class Service:
                             went_green: bool, switch: Any, now: float) -> None:
         """Side work after the commit: ledgers at boundaries, compression when the level rose, advice."""
         budget, phase_now = edge.budget, edge.phase_now
+        if isinstance(hook, UserPromptSubmit):
+            briefing.prompt_sent(st)
         if edge.ended_phase is not None:
             # Ledger first, then the advice: a /compact at this boundary loses nothing the ledger lacks.
             n, name, started = edge.ended_phase
@@ -522,9 +524,10 @@ class Service:
                       extra_ctx: str = "", replace: dict[str, Any] | None = None) -> methods.HookResult:
         if isinstance(hook, PostCompact):
             # Plain text: the only PostCompact output that reaches the next model request.
-            return methods.HookResult(stdout=await compaction.post_compact(
-                self.readers, self.writer, st, hook.compact_summary, hook.trigger, now, matrix=self.matrix,
-                is_stale=self.is_stale))
+            text = await compaction.post_compact(self.readers, self.writer, st, hook.compact_summary, hook.trigger,
+                                                 now, matrix=self.matrix, is_stale=self.is_stale)
+            briefing.reinjected(st, text)
+            return methods.HookResult(stdout=text)
         ctx = ""
         if isinstance(hook, SessionStart):
             source = hook.source or "startup"

@@ -7,7 +7,9 @@ Rules:
   what the compaction summary carries, and ctxlifed's own rows (facts, ledgers, lessons) never were in
   the window. What the phase archives (pending items, decisions) stays recallable only.
 - A briefing is kept (``last_briefing``): a resume gets only what differs from what the context
-  already holds (bounded by ``merge_briefing``).
+  already holds (bounded by ``merge_briefing``): the briefings given since the session started or was
+  compacted, and PostCompact's re-injected facts. A compaction keeps the briefings given since the last
+  prompt (``unsent_briefing``): they are attached after its summary (model_view, resume then /compact).
 - Figures come from the same Budget that ``status`` reports; ctxlifectl is named as ``ctl_command()``.
 """
 
@@ -65,12 +67,24 @@ async def session_start_context(source: str, st: SessionState, now: float, *, re
     )
     ctx = render.render_session_start(briefing, cap_tokens=cfg.inject_cap_tokens, now=now, ctl=ctl_command(),
                                       previous=st.last_briefing if source == "resume" else "")
-    if ctx:
-        # What the session's context now holds of ours: a resume briefs only what differs from it.
-        st.last_briefing = ctx if source != "resume" else merge_briefing(st.last_briefing, ctx)
-    elif source != "resume":
-        st.last_briefing = ""
+    # What the session's context now holds of ours: a resume briefs only what differs from it. A
+    # compaction drops the briefings the summarised history held, but not those given since the last
+    # prompt: Claude Code attaches them, with the compact one, after the summary.
+    held = {"resume": st.last_briefing, "compact": st.unsent_briefing}.get(source, "")
+    st.last_briefing = merge_briefing(held, ctx) if ctx else held
+    st.unsent_briefing = merge_briefing(st.unsent_briefing, ctx) if ctx else st.unsent_briefing
     return ctx
+
+
+def prompt_sent(st: SessionState) -> None:
+    """A prompt went to the model: the briefings given before it are in the history from now on."""
+    st.unsent_briefing = ""
+
+
+def reinjected(st: SessionState, text: str) -> None:
+    """PostCompact's text is in the compacted context: a resume does not repeat what it says."""
+    if text:
+        st.last_briefing = merge_briefing(st.last_briefing, text)
 
 
 def merge_briefing(previous: str, delta: str) -> str:

@@ -66,6 +66,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     pre_compact_tokens: int | None = None
     compact_injected: str | None = None  # our SessionStart(compact) text, carried by definition
     last_briefing: str = ""  # our SessionStart texts the context still holds (bounded): a resume gets the rest
+    unsent_briefing: str = ""  # SessionStart texts given since the last prompt: a compaction keeps them after its summary
     last_report_id: int = 0  # compaction report waiting for the boundary's post tokens
     lessons: Tracker = msgspec.field(default_factory=Tracker)  # open failures, signatures hinted
     tests_red: bool = False  # the last test run of this session failed
