@@ -738,6 +738,7 @@ _PATTERNS = {
 _WARN_RES = (re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))  # file:line ones: count:warning_at
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
+_COLON_DIGIT_RE = re.compile(r":\d")
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
@@ -844,7 +845,8 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
             authors = Counter(_AUTHOR_RE.findall(nb))
             out.append(f"{commits} commits" + (f"; authors: {_top(authors, 4)}" if authors else ""))
             return out
-        files = Counter(_GREP_FILE_RE.findall(nb))
+        # file:line: matches need a colon and a digit: one literal search rules out a whole pass otherwise
+        files = Counter(_GREP_FILE_RE.findall(nb)) if _COLON_DIGIT_RE.search(nb) else Counter()
         if sum(files.values()) >= 3:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
