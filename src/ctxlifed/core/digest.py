@@ -973,9 +973,6 @@ def digest(
     nb = "\n" + scanned
     tail_line = scanned.count("\n", 0, tail_at) if tail_at >= 0 else n
 
-    def number(i: int) -> int:  # 1-based line number in the original
-        return i + 1 + (skipped if i >= tail_line else 0)
-
     # Every scan's matches become line indexes without a Python step per match (the regex engine finds them,
     # map/bisect/set operations place them): a long error list has thousands.
     found: tuple[set[int], ...] = (set(), set(), set(), set())  # line indexes per tier; a line may be in several
@@ -1048,12 +1045,13 @@ def digest(
     bounds = [0, *sorted(cuts), len(order)] if order else [0]
     runs = [(order[a], order[b - 1]) for a, b in zip(bounds, bounds[1:])]
     for a, b in runs:
-        la, lb = number(a), number(b)
+        la = a + 1 + (skipped if a >= tail_line else 0)  # 1-based line numbers in the original
+        lb = b + 1 + (skipped if b >= tail_line else 0)
         body.append(f"[L{la}]" if la == lb else f"[L{la}-{lb}]")
         if rendered:
             body.extend(rendered.get(i, lines[i]) for i in range(a, b + 1))
         else:
-            body.extend(lines[a: b + 1])
+            body += lines[a: b + 1]
 
     label = _KIND_LABEL[k]
     what = _what_kept(k, must_found - omitted, len(shown))
