@@ -640,3 +640,13 @@ def test_resume_does_not_repeat_a_decision_postcompact_reinjected_nor_a_list_it_
                     decisions_count=2)
     delta = render_session_start(two, now=NOW + H, ctl=CTL, previous=previous).splitlines()
     assert delta[1:] == ["Decisions (2, most recent first):", "- Keep rows."]
+
+
+def test_resume_corrects_a_working_zone_figure_the_context_holds() -> None:
+    """After a compaction the context still holds the earlier resume's "Working zone: 92.3%": the next
+    resume gives the current figure, also below level 1 where a briefing leaves it out."""
+    high = render_session_start(make_data("resume", working_pct=0.923, level=3), now=NOW, ctl=CTL)
+    assert "Working zone: 92.3% used (level L2→L3)." in high.splitlines()
+    low = render_session_start(make_data("resume", working_pct=0.012, level=0), now=NOW + H, ctl=CTL, previous=high)
+    assert low.splitlines()[1:] == ["Working zone: 1.2% used (level none)."]
+    assert "" == render_session_start(make_data("resume", working_pct=0.923, level=3), now=NOW + H, ctl=CTL, previous=high)

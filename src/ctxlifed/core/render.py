@@ -381,7 +381,10 @@ def _working_line(d: SessionStartData) -> str:
     """The Working-zone figure, only when it matters (level 1 and up: it is the reason for advice)."""
     if d.working_pct is None or not math.isfinite(d.working_pct) or (d.level or 0) < 1:
         return ""
-    return f"Working zone: {percent(d.working_pct)} used (level {level_name(d.level)})."
+    return f"{_WORKING_LEAD}{percent(d.working_pct)} used (level {level_name(d.level)})."
+
+
+_WORKING_LEAD = "Working zone: "
 
 
 def _archived_lines(items: Sequence[ArchivedItem], ctl: str) -> list[str]:
@@ -519,6 +522,13 @@ def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: fl
     if d.source == "resume" and previous:
         seen = _held_lines(previous)
         new = _unseen(lines[1:], seen)
+        # A Working-zone figure the context holds is corrected when it changed, even below level 1
+        # (where a briefing leaves it out): after a compaction the held one is the old, high one.
+        if (d.working_pct is not None and math.isfinite(d.working_pct)
+                and any(ln.startswith(_WORKING_LEAD) for ln in seen)):
+            figure = f"{_WORKING_LEAD}{percent(d.working_pct)} used (level {level_name(d.level)})."
+            if figure not in seen and figure not in new:
+                new.append(figure)
         if d.phase:
             since = f" (since {_iso(d.phase_since)}" if d.phase_since is not None else ""
             if f"Current phase: {_one_line(d.phase, 40)}{since}" not in previous:
