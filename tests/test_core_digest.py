@@ -313,7 +313,8 @@ def test_fast_starts_takes_leading_white_space_possessively_only_before_a_non_sp
     from ctxlifed.core.digest import _fast_starts
 
     assert _fast_starts("\\s*✕ ") == ["\\s\\s*+✕ ", "✕ "]
-    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d+ passing"]
+    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d\\d* passing"]  # what follows the run is spelled out too
+    assert _fast_starts("\\s*(?:a|b)x") == ["\\s\\s*+ax", "\\s\\s*+bx", "ax", "bx"]
     assert _fast_starts("\\s*[●✕] ") == ["\\s\\s*+[●✕] ", "[●✕] "]
     assert _fast_starts("\\s*(?:a|\\s)x") == ["\\s\\s*(?:a|\\s)x", "ax", "\\sx"]  # the rest may start with a space
     assert _fast_starts("\\s*[^x]") == ["\\s\\s*[^x]", "[^x]"]

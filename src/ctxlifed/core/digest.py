@@ -488,11 +488,15 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
     # Leading white space before something that cannot start with white space: giving some of it back
     # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
     star = "*+" if atom in (r"\s", _HSPACE) and _no_space_start(after) else "*"
+    # After a possessive run, what follows is tried once, where the run ends: its own alternatives can be
+    # spelled out after the run too (``X*+(?:A|B)r`` -> ``X*+Ar | X*+Br``), so that the branches that
+    # share the run can be joined under it and told apart by their first letter (see _join_branches).
+    afters = _fast_starts(after, depth + 1) if star == "*+" and after else [after]
     if quant == "+":
-        return [atom + atom + star + after]
+        return [atom + atom + star + a for a in afters]
     if quant in ("*", "?"):
-        keep = atom + atom + star + after if quant == "*" else atom + after
-        return [keep, *(_fast_starts(after, depth + 1) if after else [after])]
+        keep = [atom + atom + star + a for a in afters] if quant == "*" else [atom + after]
+        return [*keep, *(_fast_starts(after, depth + 1) if after else [after])]
     lo, comma, hi = q.group(2), q.group(3), q.group(4)
     m = int(lo or 0)
     if m == 0 or (hi and int(hi) < m):
