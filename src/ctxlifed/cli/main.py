@@ -280,6 +280,11 @@ def cmd_lessons(ns: argparse.Namespace, sock: str) -> int:
     return 0
 
 
+def _show(answer: dict[str, Any], *, as_json: bool) -> None:
+    """A read's answer as the user asked for it: the whole JSON, or its Markdown."""
+    print(json.dumps(answer, indent=2, ensure_ascii=False) if as_json else answer["markdown"])
+
+
 def cmd_pending(ns: argparse.Namespace, sock: str) -> int:
     params: dict[str, Any] = {"limit": ns.limit, "all": ns.all, "all_projects": ns.all_projects}
     if ns.resolve is not None:
@@ -287,7 +292,7 @@ def cmd_pending(ns: argparse.Namespace, sock: str) -> int:
     if not ns.all_projects:
         params["cwd"] = os.getcwd()
     r = call(sock, "pending", params)
-    print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+    _show(r, as_json=ns.json)
     return 0
 
 
@@ -298,7 +303,7 @@ def cmd_compactions(ns: argparse.Namespace, sock: str) -> int:
     elif not ns.all:
         params["cwd"] = os.getcwd()
     r = call(sock, "compactions", params)
-    print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+    _show(r, as_json=ns.json)
     return 0
 
 
@@ -310,7 +315,8 @@ def cmd_memory(ns: argparse.Namespace, sock: str) -> int:
     if ns.keep is not None:
         params["keep"] = ns.keep
     r = call(sock, "memory.prune", params)
-    print(json.dumps(r, indent=2, ensure_ascii=False) if ns.json else r["markdown"])
+    _show(r, as_json=ns.json)
+    return 0
 
 
 def cmd_report(ns: argparse.Namespace, sock: str) -> int:
