@@ -411,3 +411,18 @@ def test_a_long_error_list_is_digested_without_setting_off_the_garbage_collector
     for _ in range(5):
         digest(text, command="mypy src", archive_id=1)
     assert [s["collections"] for s in gc.get_stats()] == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "a.c", ":", "12", "3", ": ", "error: ", "fatal ", "note: ", "warning: ", "F401",
+                                 " x", "E501 ", "::", "1:2: "]), max_size=16))
+def test_the_file_line_family_joined_finds_what_each_pattern_finds_alone(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    text = "\n" + "".join(parts)
+    joined = next(sc for sc in D._PATTERNS["build"] if sc.rx.pattern.startswith(":"))
+    got = {(m.start(), m.lastgroup) for m in joined.rx.finditer(text)}
+    alone = {"u0": r":\d+(?::\d+)?: (?:fatal )?error: ", "u1": r":\d+:\d+: [A-Z]{1,4}\d{2,4}\b",
+             "u2": r":\d+(?::\d+)?: note: ", "warning_at": r":\d+(?::\d+)?: warning: "}
+    want = {(m.start(), name) for name, rx in alone.items() for m in re.finditer(rx, text)}
+    assert got == want

@@ -280,13 +280,15 @@ _BUILD = [
     ("t0", r"\nFound \d+ errors?|\n\d+ errors? generated|\nerror: could not compile|\nmake(?:\[\d+\])?: \*\*\* "
            r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n[ \t]*Finished |\n\d+ problems? \("),
     ("t0", r"\nwarning: [^\n]* generated \d+ warnings?"),
-    ("t1c2", r":\d+(?::\d+)?: (?:fatal )?error: "),
+    # file:line[:col]: — the digits are taken possessively (what follows them is a colon or ": ", so
+    # giving digits back never helps), which also lets the family share them (see _join_branches)
+    ("t1c2", r":\d++(?::\d++)?+: (?:fatal )?error: "),
     ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
     ("t1n1", r"\nerror(?:\[E\d+\])?: "),
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
-    ("t1", r":\d+:\d+: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
-    ("t2", r":\d+(?::\d+)?: note: "),
-    ("count:warning_at", r":\d+(?::\d+)?: warning: "),  # counted by flag in the facts
+    ("t1", r":\d++:\d++: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
+    ("t2", r":\d++(?::\d++)?+: note: "),
+    ("count:warning_at", r":\d++(?::\d++)?+: warning: "),  # counted by flag in the facts
     ("t1", r"\bfatal: |Traceback \(most recent call last\)|\bcommand not found|\bNo such file or directory"),
     ("t1", _PY_EXC),
 ]
@@ -511,20 +513,31 @@ _INDENT = _HSPACE + _HSPACE + "*+"  # a leading run of it, taken possessively (s
 
 def _head(branch: str) -> str | None:
     """The part every match of ``branch`` starts with, when it is one unquantified atom (a literal, an
-    escape, a class) or the possessive indent: what branches are grouped by (None: not groupable)."""
+    escape, a class), the possessive indent, or such an atom repeated possessively (``\\d++``: the run
+    is the same whatever follows, so branches that start with it can share it): what branches are
+    grouped by (None: not groupable)."""
     if branch.startswith(_INDENT):
         return _INDENT
     n = _first_atom(branch)
-    if n == 0 or branch[0] == "(" or branch[n:n + 1] in ("*", "+", "?", "{"):
+    if n == 0 or branch[0] == "(":
+        return None
+    if branch[n:n + 2] == "++":
+        return branch[:n + 2]
+    if branch[n:n + 1] in ("*", "+", "?", "{"):
         return None
     return branch[:n]
+
+
+def _first_char(head: str) -> str:
+    """The one-character atom a head's first character matches (the repeated atom of a run)."""
+    if head == _INDENT:
+        return _HSPACE
+    return head[:-2] if head.endswith("++") else head
 
 
 def _chars(atom: str) -> frozenset[str] | None:
     """The characters ``atom`` matches, when they are few and known (a literal, an escaped punctuation
     character, a class of plain characters such as ``[ \t]`` or ``[●✕]``); None otherwise."""
-    if atom == _INDENT:
-        atom = _HSPACE
     if len(atom) == 1 and atom not in ".^$*+?{}[]()|\\":
         return frozenset(atom)
     if len(atom) == 2 and atom[0] == "\\" and not atom[1].isalnum():
@@ -540,12 +553,12 @@ def _may_share_start(a: str | None, b: str | None) -> bool:
     it cannot be shown that their first characters differ)."""
     if a is None or b is None:
         return True
+    a, b = _first_char(a), _first_char(b)
     ca, cb = _chars(a), _chars(b)
     if ca is not None and cb is not None:
         return bool(ca & cb)
     if ca is not None or cb is not None:
         known, other = (ca, b) if ca is not None else (cb, a)
-        other = _HSPACE if other == _INDENT else other
         return any(re.fullmatch(other, c) for c in known)  # type: ignore[union-attr]
     return True
 
