@@ -1004,6 +1004,15 @@ def digest(
         if single:
             _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
             continue
+        if groups.count(groups[0]) == len(groups):  # one branch every time (a long list of one kind)
+            g = groups[0]
+            if scan.counted:
+                words[g] += len(groups)  # type: ignore[index]
+            if g in scan.kept:
+                kept[g] = offsets  # type: ignore[index]
+            if (info := scan.info[g]) is not None:
+                _mark(found, _rows(nb, offsets), info, is_log)
+            continue
         if scan.counted:
             words.update(groups)
         for label in scan.kept:
