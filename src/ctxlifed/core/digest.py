@@ -761,7 +761,17 @@ _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
 _COMMIT_RE = re.compile(r"\n(?:commit [0-9a-f]{7,40}\b|[0-9a-f]{7,12} \S)")
 _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
-_STATUS_ITEM_RE = re.compile(r"\n\t(?:(new file|modified|deleted|renamed|both modified|typechange):\s+)?\S")
+STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
+
+
+def _status_entries(nb: str) -> Counter[str]:
+    """``git status`` entries by label: the lines that start with a tab and then a non-blank character,
+    ``<label>:`` or an untracked path. Counted with ``str.count`` (no pass of a regex per line)."""
+    tabbed = nb.count("\n\t") - sum(nb.count("\n\t" + ws) for ws in ("\t", " ", "\n", "\r", "\x0b", "\x0c"))
+    items = Counter({label: c for label in STATUS_LABELS if (c := nb.count(f"\n\t{label}:"))})
+    if (other := tabbed - sum(items.values())) > 0:
+        items["untracked/other"] = other
+    return items
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 # one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
 _PY_TEST_FAIL_RE = re.compile(
@@ -857,7 +867,8 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
             more = f", … {len(stat) - 12} more" if len(stat) > 12 else ""
             out.append(f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more)
     elif kind == "search":
-        commits = len(_COMMIT_RE.findall(nb))
+        # a log starts with its first commit: a search that does not is not read for commits
+        commits = len(_COMMIT_RE.findall(nb)) if _COMMIT_RE.search(nb, 0, 4096) else 0
         if commits >= 2:
             authors = Counter(_AUTHOR_RE.findall(nb))
             out.append(f"{commits} commits" + (f"; authors: {_top(authors, 4)}" if authors else ""))
@@ -867,9 +878,7 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
         if sum(files.values()) >= 3:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
-        items = Counter(_STATUS_ITEM_RE.findall(nb))  # counted in C; the group is "" for an untracked file
-        if "" in items:
-            items["untracked/other"] = items.pop("")
+        items = _status_entries(nb) if "\n\t" in nb else Counter()
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
