@@ -426,3 +426,12 @@ def test_the_file_line_family_joined_finds_what_each_pattern_finds_alone(parts: 
              "u2": r":\d+(?::\d+)?: note: ", "warning_at": r":\d+(?::\d+)?: warning: "}
     want = {(m.start(), name) for name, rx in alone.items() for m in re.finditer(rx, text)}
     assert got == want
+
+
+def test_git_status_entries_are_counted_by_label() -> None:
+    status = ("On branch main\nChanges to be committed:\n  (use \"git restore --staged <file>...\" to unstage)\n"
+              "\tnew file:   a.py\n\tmodified:   b.py\n\n"
+              "Changes not staged for commit:\n\tmodified:   c.py\n\tdeleted:    d.py\n\n"
+              "Untracked files:\n  (use \"git add <file>...\" to include in what will be committed)\n\te.py\n\tf/\n\t\n")
+    d = digest(status * 30, command="git status", archive_id=1)
+    assert "[status entries: modified 60, untracked/other 60, deleted 30, new file 30]" in d.text.split("\n")
