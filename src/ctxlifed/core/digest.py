@@ -163,7 +163,7 @@ _TEXT_TEST = [("t0",
                r"|\nTests?:\s+\d+|\n(?:#|ℹ) (?:tests|pass|fail) \d+|\n[ \t]*\d+ passing \("
                r"|\n=+ [^\n]*\b(?:passed|failed)\b[^\n]* in [\d.]+s")]
 _TEXT_BUILD = [("t0",
-                r":\d+:\d+: (?:fatal )?(?:error|warning):|\.py:\d+: error:|\): error TS\d+|\n(?:error|warning)\[E?\d+\]: "
+                r":\d++:\d++: (?:fatal )?(?:error|warning):|\.py:\d++: error:|\): error TS\d+|\n(?:error|warning)\[E?\d+\]: "
                 r"|\nerror: could not compile|\nFound \d+ errors? in|\nmake(?:\[\d+\])?: \*\*\*|\n[ \t]+--> \S+:\d+:\d+")]
 _TEXT_INSTALL = [("t0",
                   r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
