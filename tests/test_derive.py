@@ -571,3 +571,36 @@ async def test_status_counts_side_work_until_it_finishes(rig: Rig) -> None:
         await anyio.wait_all_tasks_blocked()
         assert (await rig.svc.dispatch("status", b"{}")).side_work_pending == 0
         tg.cancel_scope.cancel()
+
+
+async def test_the_dispatcher_tells_the_scheduler_of_hooks_not_of_reads(short_tmp: Path) -> None:
+    # Rule 4 of scheduler.py: idle work keeps a quiet spell after hooks (and every other non-read
+    # frame), not after reads, so a recall every few ms cannot starve the trigram backlog.
+    from ctxlifed.protocol import _errors as E
+    from ctxlifed.scheduler import Scheduler
+
+    t = [1000.0]
+    rig = Rig(short_tmp)
+    rig.svc = Service(load(str(short_tmp / "c.toml"), env={}), rig.paths, rig.writer, rig.readers,
+                      scheduler=Scheduler(clock=lambda: t[0]))
+    sched = rig.svc.scheduler
+    try:
+        async with anyio.create_task_group() as tg:
+            rig.svc.bind(tg)
+            for method, params in (("recall", b'{"query": "WOMBAT", "all_projects": true}'), ("status", b"{}"),
+                                   ("lessons", b"{}")):
+                await rig.svc.dispatch(method, params)
+                assert sched.last_hook == float("-inf"), method
+            hook = msgspec.json.encode(rig.payload("SessionStart", source="startup"))
+            await rig.svc.dispatch("hook", hook)
+            assert sched.last_hook == 1000.0
+            t[0] += 1.0
+            await rig.svc.dispatch("ping", b"{}")
+            assert sched.last_hook == 1001.0
+            t[0] += 1.0
+            with pytest.raises(E.RpcError):
+                await rig.svc.dispatch("no.such.method", b"{}")
+            assert sched.last_hook == 1002.0  # only a known read is exempt
+            tg.cancel_scope.cancel()
+    finally:
+        rig.close()

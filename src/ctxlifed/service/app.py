@@ -181,7 +181,8 @@ class Service:
     async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
         """Answer one request: the route of ``ROUTES`` for ``method``."""
         return await dispatch_request(ROUTES, self, method, params, rid, wait_derived=self.wait_derived,
-                                      read_wait=lambda m: self.scheduler.read_wait_s(m, self.backlog.pending()))
+                                      read_wait=lambda m: self.scheduler.read_wait_s(m, self.backlog.pending()),
+                                      hook_began=self.scheduler.hook_began)
 
     async def recall(self, p: methods.RecallParams) -> methods.RecallResult:
         """``recall`` without the wait for the backlog (tests and in-process callers)."""
