@@ -401,8 +401,10 @@ class Service:
         items, the phase switch, the session state. Returns the event id (None: nothing stored) and the
         state stored."""
         phase_now = edge.phase_now
-        summaries = [summarize.summarize(el) for el in elements]
-        await pause()
+        summaries = []
+        for el in elements:  # a transcript slice can hold dozens: the event loop runs between them
+            summaries.append(summarize.summarize(el))
+            await pause()
         job = partial(hook_writes.store_hook, row=row, eid=eid, now=now, elements=elements, facts=found.facts,
                       phase=phase_now, switch=switch,
                       priority=lambda el: classify.priority(el, phase_now, self.matrix),
