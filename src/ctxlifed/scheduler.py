@@ -23,8 +23,12 @@ Rules (highest priority first):
 3. **The derivation backlog** runs only when no frame is being answered and none began for
    ``DERIVE_QUIET_S`` (``derive_delay``), unless urgent. When the last reply ends it is woken.
 4. **Idle work** (the writer's trigram indexing and index merges; checkpoints run from their own
-   thread and connection) runs only when nothing above is going on: no frame being answered, no
-   derivation queued, and no hook began for ``IDLE_QUIET_S`` (``idle_allowed``). A hook is any
+   thread and connection) runs only when no frame is being answered and no hook began for
+   ``IDLE_QUIET_S`` (``idle_allowed``), in the writer's gaps: a derivation's writer job queued
+   goes first (``db.py``), but idle work does not wait for the whole derivation backlog. It did:
+   a burst's catch-up then wrote its thousands of small derivation transactions into the word
+   index with no merge between them (over a hundred segments, each walked by every search) and
+   left the whole trigram backlog (scanned by substring searches meanwhile) for the end. A hook is any
    frame that is not a read (the dispatcher tells: ``hook_began``); a read needs no writer, so
    reads do not hold idle work off between them (a recall every 20 ms after a burst left the
    trigram backlog to the lag guarantee below: a few rows a second, never caught up), though a
@@ -109,9 +113,9 @@ class Scheduler:
         return READ_WAIT_S
 
     def idle_allowed(self, now: float | None = None) -> bool:
-        """Idle work may run: no reply, no derivation queued, no hook for ``idle_quiet_s`` (reads
-        between them do not count: rule 4)."""
-        if self.answering or self.derivations:
+        """Idle work may run: no reply, no hook for ``idle_quiet_s`` (reads between them do not
+        count; queued derivations neither: rule 4)."""
+        if self.answering:
             return False
         return (self.clock() if now is None else now) - self.last_hook >= self.idle_quiet_s
 
