@@ -427,6 +427,47 @@ async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
     assert pauses >= 8 + 3  # between the slices, besides the derivation's own pause points
 
 
+
+async def test_a_derivation_of_many_elements_pauses_between_their_summaries(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One derivation whose transcript slice holds many turns (after a burst) summarizes them one
+    at a time with a pause between (replies go first): all of them in one go held the event loop
+    for milliseconds. Every turn is archived once, as before."""
+    from ctxlifed.core import summarize as S
+
+    tr = _transcript(rig, monkeypatch, "many.jsonl")
+    turns = 40
+    _write_turns(tr, turns, "a short turn", 20_000, 10)
+    summarized: list[int] = []  # pauses seen when each summary was made
+    pauses = 0
+    real_summarize = S.summarize
+
+    def spying(el):  # noqa: ANN001, ANN202
+        summarized.append(pauses)
+        return real_summarize(el)
+
+    monkeypatch.setattr(S, "summarize", spying)
+    async with anyio.create_task_group() as tg:
+        rig.svc.bind(tg, derive=False)
+        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
+        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+        real_pause = rig.svc.backlog.pause
+
+        async def counting() -> None:
+            nonlocal pauses
+            pauses += 1
+            await real_pause()
+
+        monkeypatch.setattr(rig.svc.backlog, "pause", counting)
+        summarized.clear()
+        rig.svc.start_deriver()
+        assert await rig.svc.backlog.wait(None, 30)
+        texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
+        assert sorted(t[0][:6] for t in texts) == [f"TURN{i:02d}" for i in range(turns)]
+        tg.cancel_scope.cancel()
+    assert len(summarized) > turns
+    assert all(b > a for a, b in zip(summarized, summarized[1:]))  # a pause between every two summaries
+
 def _image_line(uuid: str, image_bytes: int) -> bytes:
     """A user record with a pasted screenshot: one line of about ``image_bytes`` of base64."""
     rec = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": "/p", "sessionId": SID,
@@ -571,3 +612,36 @@ async def test_status_counts_side_work_until_it_finishes(rig: Rig) -> None:
         await anyio.wait_all_tasks_blocked()
         assert (await rig.svc.dispatch("status", b"{}")).side_work_pending == 0
         tg.cancel_scope.cancel()
+
+
+async def test_the_dispatcher_tells_the_scheduler_of_hooks_not_of_reads(short_tmp: Path) -> None:
+    # Rule 4 of scheduler.py: idle work keeps a quiet spell after hooks (and every other non-read
+    # frame), not after reads, so a recall every few ms cannot starve the trigram backlog.
+    from ctxlifed.protocol import _errors as E
+    from ctxlifed.scheduler import Scheduler
+
+    t = [1000.0]
+    rig = Rig(short_tmp)
+    rig.svc = Service(load(str(short_tmp / "c.toml"), env={}), rig.paths, rig.writer, rig.readers,
+                      scheduler=Scheduler(clock=lambda: t[0]))
+    sched = rig.svc.scheduler
+    try:
+        async with anyio.create_task_group() as tg:
+            rig.svc.bind(tg)
+            for method, params in (("recall", b'{"query": "WOMBAT", "all_projects": true}'), ("status", b"{}"),
+                                   ("lessons", b"{}")):
+                await rig.svc.dispatch(method, params)
+                assert sched.last_hook == float("-inf"), method
+            hook = msgspec.json.encode(rig.payload("SessionStart", source="startup"))
+            await rig.svc.dispatch("hook", hook)
+            assert sched.last_hook == 1000.0
+            t[0] += 1.0
+            await rig.svc.dispatch("ping", b"{}")
+            assert sched.last_hook == 1001.0
+            t[0] += 1.0
+            with pytest.raises(E.RpcError):
+                await rig.svc.dispatch("no.such.method", b"{}")
+            assert sched.last_hook == 1002.0  # only a known read is exempt
+            tg.cancel_scope.cancel()
+    finally:
+        rig.close()

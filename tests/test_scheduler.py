@@ -69,25 +69,53 @@ def test_a_waiter_makes_the_deriver_urgent_even_while_replies_run(sched: Schedul
     assert sched.derive_delay(clock()) is None
 
 
-def test_idle_work_waits_for_replies_derivations_and_a_quiet_spell(sched: Scheduler, clock: Clock) -> None:
+def test_idle_work_waits_for_replies_and_a_quiet_spell_after_hooks(sched: Scheduler, clock: Clock) -> None:
     sched.request_began()
+    sched.hook_began()
     assert not sched.idle_allowed()
     sched.request_ended()
     clock.t += 0.04
-    assert not sched.idle_allowed()  # a request began less than idle_quiet_s ago
+    assert not sched.idle_allowed()  # a hook began less than idle_quiet_s ago
     clock.t += 0.02
     assert sched.idle_allowed()
     sched.derivations_queued(3)
-    assert not sched.idle_allowed()  # derivation goes before idle work
+    assert sched.idle_allowed()  # idle work fills the writer's gaps between derivations (their jobs go first)
     sched.derivations_queued(0)
     assert sched.idle_allowed()
     assert not sched.idle_allowed(now=clock() - 0.02)  # the decision is a function of the time given
+
+
+def test_reads_stop_idle_work_while_answered_but_leave_no_quiet_spell(sched: Scheduler, clock: Clock) -> None:
+    # A recall every 20 ms after a burst: idle work (the trigram backlog) runs between them, never
+    # while one is answered; a hook still keeps it off for idle_quiet_s.
+    w = Worker()
+    sched.attach_idle_worker(w)
+    for _ in range(5):
+        sched.request_began()  # a read: the dispatcher says nothing more
+        assert not sched.idle_allowed()
+        assert w.told[-1] == "preempt"  # the step in progress stops for it
+        clock.t += 0.005
+        sched.request_ended()
+        assert sched.idle_allowed()
+        assert w.told[-1] == "nudge"  # and goes on at once after it
+        clock.t += 0.015
+    sched.request_began()
+    sched.hook_began()
+    sched.request_ended()
+    assert not sched.idle_allowed()
+    clock.t += 0.02
+    sched.request_began()  # a read 20 ms after the hook
+    sched.request_ended()
+    assert not sched.idle_allowed()  # the hook's quiet spell still runs
+    clock.t += 0.031
+    assert sched.idle_allowed()
 
 
 def test_the_idle_worker_is_stopped_by_a_request_and_woken_when_it_may_run(sched: Scheduler, clock: Clock) -> None:
     w = Worker()
     sched.attach_idle_worker(w)
     sched.request_began()
+    sched.hook_began()
     assert w.told == ["preempt"]
     sched.request_ended()
     assert w.told == ["preempt"]  # quiet, but not for idle_quiet_s: the worker's own poll finds it later
@@ -96,6 +124,7 @@ def test_the_idle_worker_is_stopped_by_a_request_and_woken_when_it_may_run(sched
     sched.derivations_queued(0)  # the backlog emptied after a quiet spell: idle work may go now
     assert w.told == ["preempt", "nudge"]
     sched.request_began()
+    sched.hook_began()
     clock.t += 1.0
     sched.request_ended()  # the last reply ended a long time after it began: wake it
     assert w.told == ["preempt", "nudge", "preempt", "nudge"]

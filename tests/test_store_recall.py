@@ -290,3 +290,39 @@ def test_index_joins_walk_the_index_first_in_a_store_without_statistics(tmp_path
     for sql, args in joins:
         order = _loop_order(conn, sql, args)
         assert order.index("a") > 0, (sql, order)  # something (the index, the pending rows) comes first
+
+
+@pytest.mark.parametrize("path", ["rare", "common", "very_common"])
+def test_a_window_of_tied_scores_is_ranked_without_classifying_every_candidate(tmp_path: Path, monkeypatch,
+                                                                               path: str) -> None:
+    """A burst of like prompts leaves RANK_WINDOW candidates with one bm25 score: the kind weights
+    order them all first, then only as many as it takes to find 2 * limit content rows are
+    classified (echo or not), and the result is what classifying all of them gives: a decision
+    first (its weight), an echo (a question) last, then priority, then the newest."""
+    conn = sqlite3.connect(str(tmp_path / "t.db"), isolation_level=None)
+    _migrate(conn)
+    rows = [("/p", "s1", "implementation", "prompt", f"keep the single writer and the group commit {i % 10}")
+            for i in range(400)]
+    ids = _insert(conn, rows)
+    conn.execute("UPDATE archive SET kind = 'decision' WHERE id = ?", (ids[-50],))
+    conn.execute("UPDATE archive SET summary = 'what about the group commit of the single writer?' WHERE id = ?",
+                 (ids[-1],))  # the newest row is a question: an echo
+    conn.execute("UPDATE archive SET priority = 80 WHERE id = ?", (ids[100],))
+    monkeypatch.setattr(queries, "RANK_WINDOW", 300)
+    budget = {"rare": (10_000, 10**9), "common": (100, 10**9), "very_common": (100, 1)}[path]
+    monkeypatch.setattr(queries, "DF_WALK", budget[0])
+    monkeypatch.setattr(queries, "BM25_BUDGET", budget[1])
+    classified: list[int] = []
+    real = recall_rank.is_echo
+    monkeypatch.setattr(recall_rank, "is_echo", lambda kind, tool, head: classified.append(1) or real(kind, tool, head))
+    limit = 5
+    hits, total = queries.search(conn, words=("group", "commit"), project="/p", limit=limit)
+    window = sorted(ids, reverse=True)[:300]  # the newest RANK_WINDOW matches
+    assert len(classified) <= 2 * limit + 2  # not RANK_WINDOW
+    got = [h["id"] for h in hits]
+    assert got[0] == ids[-50]  # the decision: its weight
+    expect = [i for i in window if i not in (ids[-50], ids[-1])]
+    expect.sort(key=lambda i: (-(80 if i == ids[100] else 50), -i))
+    assert got[1:] == expect[: limit - 1]  # then priority (the oldest of the window), then the newest
+    assert ids[-1] not in got  # the echo ranks below every content row
+    assert total == 400

@@ -23,8 +23,16 @@ Rules (highest priority first):
 3. **The derivation backlog** runs only when no frame is being answered and none began for
    ``DERIVE_QUIET_S`` (``derive_delay``), unless urgent. When the last reply ends it is woken.
 4. **Idle work** (the writer's trigram indexing and index merges; checkpoints run from their own
-   thread and connection) runs only when nothing above is going on: no frame being answered, no
-   derivation queued, and no request began for ``IDLE_QUIET_S`` (``idle_allowed``). The idle
+   thread and connection) runs only when no frame is being answered and no hook began for
+   ``IDLE_QUIET_S`` (``idle_allowed``), in the writer's gaps: a derivation's writer job queued
+   goes first (``db.py``), but idle work does not wait for the whole derivation backlog. It did:
+   a burst's catch-up then wrote its thousands of small derivation transactions into the word
+   index with no merge between them (over a hundred segments, each walked by every search) and
+   left the whole trigram backlog (scanned by substring searches meanwhile) for the end. A hook is any
+   frame that is not a read (the dispatcher tells: ``hook_began``); a read needs no writer, so
+   reads do not hold idle work off between them (a recall every 20 ms after a burst left the
+   trigram backlog to the lag guarantee below: a few rows a second, never caught up), though a
+   read that begins still stops the step in progress like any frame (``preempt``). The idle
    worker is woken (``wake``) when that becomes true by an event (the last reply ended, the
    backlog emptied); otherwise it asks again on its own poll, and under a load that never goes
    quiet it still runs every ``Writer.IDLE_MAX_LAG_S`` (so its backlog always drains).
@@ -72,6 +80,7 @@ class Scheduler:
         self.derive_quiet_s = derive_quiet_s
         self.answering = 0  # frames being handled or answered (until the reply is written)
         self.last_request = -math.inf  # clock time the last frame began to be handled
+        self.last_hook = -math.inf  # clock time the last frame that is not a read was dispatched
         self.connections = 0  # connections open on the server
         self.derivations = 0  # derivation jobs queued (the backlog tells)
         self.urgent = 0  # waiters for the derivation backlog: while > 0 the deriver runs flat out
@@ -104,10 +113,11 @@ class Scheduler:
         return READ_WAIT_S
 
     def idle_allowed(self, now: float | None = None) -> bool:
-        """Idle work may run: no reply, no derivation queued, no request for ``idle_quiet_s``."""
-        if self.answering or self.derivations:
+        """Idle work may run: no reply, no hook for ``idle_quiet_s`` (reads between them do not
+        count; queued derivations neither: rule 4)."""
+        if self.answering:
             return False
-        return (self.clock() if now is None else now) - self.last_request >= self.idle_quiet_s
+        return (self.clock() if now is None else now) - self.last_hook >= self.idle_quiet_s
 
     # -- told by the server ------------------------------------------------------------------------
     def request_began(self) -> None:
@@ -115,6 +125,11 @@ class Scheduler:
         self.last_request = self.clock()
         for w in self._workers:
             w.preempt()  # idle work yields to replies: stop now
+
+    def hook_began(self) -> None:
+        """The frame being handled is not a read (a hook, ``wrap.store``, ...): idle work waits for
+        ``idle_quiet_s`` after it (rule 4). Told by the dispatcher, once the method is known."""
+        self.last_hook = self.clock()
 
     def request_ended(self) -> None:
         self.answering -= 1

@@ -181,7 +181,8 @@ class Service:
     async def dispatch(self, method: str, params: bytes, rid: Any = None) -> Any:
         """Answer one request: the route of ``ROUTES`` for ``method``."""
         return await dispatch_request(ROUTES, self, method, params, rid, wait_derived=self.wait_derived,
-                                      read_wait=lambda m: self.scheduler.read_wait_s(m, self.backlog.pending()))
+                                      read_wait=lambda m: self.scheduler.read_wait_s(m, self.backlog.pending()),
+                                      hook_began=self.scheduler.hook_began)
 
     async def recall(self, p: methods.RecallParams) -> methods.RecallResult:
         """``recall`` without the wait for the backlog (tests and in-process callers)."""
@@ -400,8 +401,10 @@ class Service:
         items, the phase switch, the session state. Returns the event id (None: nothing stored) and the
         state stored."""
         phase_now = edge.phase_now
-        summaries = [summarize.summarize(el) for el in elements]
-        await pause()
+        summaries = []
+        for el in elements:  # a transcript slice can hold dozens: the event loop runs between them
+            summaries.append(summarize.summarize(el))
+            await pause()
         job = partial(hook_writes.store_hook, row=row, eid=eid, now=now, elements=elements, facts=found.facts,
                       phase=phase_now, switch=switch,
                       priority=lambda el: classify.priority(el, phase_now, self.matrix),

@@ -14,8 +14,9 @@ Rules:
 - Priority to replies: before a job and between its steps (``pause``) the deriver asks the
   daemon's ``Scheduler`` for its turn (the rules are written there: no request being answered and
   none began for ``scheduler.DERIVE_QUIET_S``, unless somebody waits for the backlog: then it runs
-  flat out). Its writer jobs are low priority. The backlog tells the scheduler how many jobs are
-  queued (idle work waits for none).
+  flat out). Its writer jobs are low priority: they go before idle work (trigram indexing, index
+  merges), which fills the writer's gaps meanwhile (rule 4). The backlog tells the scheduler how
+  many jobs are queued.
   Under a sustained burst the backlog grows (to ``MAX_BACKLOG``, then backpressure) and drains
   when the burst ends; Claude Code's own pace leaves gaps of a process start between hooks.
 - SessionStart answers before it reads a transcript it is far behind on (``read_before_answer``):

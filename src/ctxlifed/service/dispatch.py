@@ -8,6 +8,8 @@ Rules:
   event (``Service.wait_derived``), as long as the scheduler says (``scheduler.read_wait_s``: bounded;
   ``forget`` until done, recall not for a burst's backlog); the liveness methods, hooks and
   ``wrap.store`` do not wait.
+- Every other route is told to the scheduler before it runs (``hook_began``): idle work keeps a
+  quiet spell after hooks, not after reads (rule 4 of ``scheduler.py``).
 - A handler receives the Service, the decoded params and the request id, and passes on to the
   method's module only what it uses; it returns the result Struct or raises a ``protocol._errors``
   error.
@@ -30,10 +32,13 @@ class Route:
 
 async def dispatch(routes: Mapping[str, Route], service: Any, method: str, params: bytes, rid: Any, *,
                    read_wait: Callable[[str], float | None],
-                   wait_derived: Callable[[float | None], Awaitable[None]]) -> Any:
+                   wait_derived: Callable[[float | None], Awaitable[None]],
+                   hook_began: Callable[[], None] = lambda: None) -> Any:
     """Decode ``params`` for ``method`` and run its route."""
-    p = methods.decode_params(method, params)
     route = routes.get(method)
+    if route is None or not route.read:
+        hook_began()  # also an unknown method or bad params: only a known read is exempt
+    p = methods.decode_params(method, params)
     if route is None:
         raise errors.MethodNotFound(f"Method not found: {method}")
     if route.read:

@@ -63,9 +63,12 @@ Rules:
   are ordered by text relevance (-bm25; 1 where a path has none) times the kind weight, echoes
   after every content row, a superseded decision just below its replacement, then priority, then
   recency. Bounded: a hit is classified from its kind, tool and summary (never its text, unless it
-  has no summary), ``RANK_STEP`` candidates at a time, best relevance first, until no unread one
-  can reach the ``limit``-th content score; a path without relevance ranks its first
-  ``RANK_FLAT``. Echoes told by a lookup (assistant text of a recall turn, facts found in an echo)
+  has no summary), read by the window statement that found it (it joins the row anyway; other
+  paths read them in one statement). The kind weights order every candidate before any is
+  classified as an echo; candidates are classified in that order (ties cut by priority, then
+  recency) until ``2 * limit`` content rows are found, and the rest are left out: a window of
+  tied scores (a burst of like prompts) costs ``2 * limit`` classifications, not ``RANK_WINDOW``.
+  A path without relevance ranks its first ``RANK_FLAT``. Echoes told by a lookup (assistant text of a recall turn, facts found in an echo)
   are looked up for the best ``limit`` content rows, together (two statements a round), until all
   were (at most ``RANK_LOOKUPS`` rows); supersession is checked for the best ``2 * limit``
   decisions against the newest ``LATER_DECISIONS`` later ones of their project. Across paths,
@@ -101,6 +104,7 @@ K1, B = 1.2, 0.75  # bm25 parameters (FTS5's)
 WINDOW = 360
 _WORD_COLS = "text summary idents"  # the word index's columns user terms match (not ``tags``)
 _VOCAB = "temp.ctxlifed_tri_vocab"
+Feats = tuple  # (kind, tool, project, head, priority) of a ranking candidate (``_FEATS``)
 
 
 def _filters(project: str | None, session: str | None, phase: str | None,
@@ -144,13 +148,14 @@ def _row(r: sqlite3.Row | tuple, score: float) -> dict[str, Any]:
 
 
 def _ranked_window(conn: sqlite3.Connection, table: str, expr: str, where: str, args: list[Any],
-                   extra: str, extra_args: list[Any], min_id: int = 0) -> list[tuple[int, float, int]]:
-    """(id, bm25, priority) of the newest RANK_WINDOW rows of ``table`` matching ``expr`` and the filters."""
+                   extra: str, extra_args: list[Any], min_id: int = 0) -> list[tuple[int, float, int, Feats]]:
+    """(id, bm25, priority, features) of the newest RANK_WINDOW rows of ``table`` matching ``expr``
+    and the filters."""
     span = f" AND {table}.rowid >= {int(min_id)}" if min_id > 0 else ""
-    return conn.execute(
-        f"SELECT a.id, bm25({table}), a.priority FROM {table} CROSS JOIN archive a ON a.id = {table}.rowid"
+    return [(r[0], r[1], r[2], r[3:]) for r in conn.execute(
+        f"SELECT a.id, bm25({table}), a.priority, {_FEATS} FROM {table} CROSS JOIN archive a ON a.id = {table}.rowid"
         f" WHERE {table} MATCH ?{span} AND {where}{extra} ORDER BY {table}.rowid DESC LIMIT {RANK_WINDOW}",
-        (expr, *args, *extra_args)).fetchall()
+        (expr, *args, *extra_args))]
 
 
 def tag_token(letter: str, value: str) -> str | None:
@@ -272,8 +277,8 @@ def _doc_freqs(conn: sqlite3.Connection, term_exprs: list[str], top: int) -> lis
 
 
 def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tuple[Any, ...], where: str,
-                 args: list[Any], extra: str, extra_args: list[Any]) -> tuple[list[tuple[int, float, int]], str, bool]:
-    """(id, bm25, priority) of the newest RANK_WINDOW rows of the word index matching every term and
+                 args: list[Any], extra: str, extra_args: list[Any]) -> tuple[list[tuple[int, float, int, Feats]], str, bool]:
+    """(id, bm25, priority, features) of the newest RANK_WINDOW rows of the word index matching every term and
     the filters; the MATCH expression used; whether it applies every filter itself (tags)."""
     term_exprs = list(dict.fromkeys(e for e in (fts_term_expression(t) for t in terms) if e))
     if not term_exprs:
@@ -293,22 +298,22 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
         # Common, not very common: the window from the index (tags), then FTS5's bm25() over that
         # id range (its IDF pass reads every match of the terms: within budget).
         win = conn.execute(
-            "SELECT a.id, a.priority FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
+            f"SELECT a.id, a.priority, {_FEATS} FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
             f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
             (match, *args, *extra_args)).fetchall()
         if not win:
             return [], match, covered
-        prio = dict(win)
-        ids = ",".join(str(int(i)) for i, _p in win)  # `+rowid`: a filter (bm25 for these rows only), not a lookup
+        got = {r[0]: r for r in win}
+        ids = ",".join(str(int(r[0])) for r in win)  # `+rowid`: a filter (bm25 for these rows only), not a lookup
         ranked = conn.execute(
             "SELECT rowid, bm25(archive_fts) FROM archive_fts WHERE archive_fts MATCH ? AND rowid BETWEEN ? AND ?"
             f" AND +rowid IN ({ids})", (words, win[-1][0], win[0][0])).fetchall()
-        return [(i, sc, prio[i]) for i, sc in ranked if i in prio], match, covered
+        return [(i, sc, got[i][1], got[i][2:]) for i, sc in ranked if i in got], match, covered
     # Very common terms: bm25 computed here over the window (see the module rules).
     rows = conn.execute(
         "SELECT a.id, a.priority, highlight(archive_fts, 0, char(1), char(2)),"
         " highlight(archive_fts, 1, char(1), char(2)) || ' ' || highlight(archive_fts, 2, char(1), char(2)),"
-        " d.sz FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
+        f" d.sz, {_FEATS} FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
         " LEFT JOIN archive_fts_docsize d ON d.id = archive_fts.rowid"
         f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
         (match, *args, *extra_args)).fetchall()
@@ -322,13 +327,13 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     out = []
     if len(idf) == 1:
         w = idf[0] * (K1 + 1)
-        for aid, prio, h0, h1, sz in rows:
+        for aid, prio, h0, h1, sz, *feats in rows:
             f = h0.count("\x01") + h1.count("\x01")
-            out.append((aid, -w * f / (f + a_ + b_ * (_length(sz) if sz else avgdl)), prio))
+            out.append((aid, -w * f / (f + a_ + b_ * (_length(sz) if sz else avgdl)), prio, tuple(feats)))
         return out, match, covered
     term_tokens = [_tokens(t) for t in term_exprs]
     seen: dict[str, int] = {}
-    for aid, prio, h0, h1, sz in rows:
+    for aid, prio, h0, h1, sz, *feats in rows:
         tf = [0] * len(idf)
         for span in (*_SPAN.findall(h0), *_SPAN.findall(h1)):
             i = seen.get(span)
@@ -337,7 +342,7 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
             tf[i] += 1
         norm = a_ + b_ * (_length(sz) if sz else avgdl)
         score = sum(w * (f * (K1 + 1)) / (f + norm) for w, f in zip(idf, tf, strict=True))
-        out.append((aid, -score, prio))
+        out.append((aid, -score, prio, tuple(feats)))
     return out, match, covered
 
 
@@ -361,7 +366,6 @@ def _count(conn: sqlite3.Connection, table: str, expr: str, where: str, args: li
 
 # --------------------------------------------------------------------------- ranking (see the module rules)
 
-RANK_STEP = 60  # candidates classified at a time, best text relevance first
 RANK_FLAT = 100  # candidates of a path without text relevance (substrings, short CJK) that are ranked
 RANK_LOOKUPS = 40  # assistant / fact hits checked for an echo by a lookup, best first
 TURN_SPAN = 200  # ids before an assistant row searched for the prompt or Bash call of its turn
@@ -377,15 +381,19 @@ def _head(alias: str) -> str:
     return f"CASE WHEN {alias}.summary != '' THEN {alias}.summary ELSE substr({alias}.text, 1, {HEAD_CHARS}) END"
 
 
+# What ranking reads of a candidate (``Feats``), selected with it by the window statements (they join
+# the row anyway) or by ``_features``.
+_FEATS = f"a.kind, a.tool, a.project, {_head('a')}, a.priority"
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
 def _features(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple]:
-    """id -> (kind, tool, project, head, priority) of the given rows (at most RANK_STEP)."""
+    """id -> (kind, tool, project, head, priority) of the given rows (at most 500)."""
     return {r[0]: r[1:] for r in conn.execute(
-        f"SELECT a.id, a.kind, a.tool, a.project, {_head('a')}, a.priority FROM archive a"
-        f" WHERE a.id IN ({_marks(len(ids))})", ids)}
+        f"SELECT a.id, {_FEATS} FROM archive a WHERE a.id IN ({_marks(len(ids))})", ids)}
 
 
 def _echo_lookups(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> dict[int, bool]:
@@ -446,51 +454,64 @@ def _superseding(conn: sqlite3.Connection, decisions: list[tuple[int, str, str]]
     return out
 
 
-def _rank(conn: sqlite3.Connection, rows: list[tuple[int, float, int | None]], limit: int, base: float,
+def _rank(conn: sqlite3.Connection, rows: list[tuple], limit: int, base: float,
           notes: dict[int, dict[str, Any]]) -> list[tuple[int, float]]:
-    """(id, score) best first for (id, text relevance >= 0, priority or None: the stored one)
-    candidates: relevance times the kind weight, echoes after all content, a superseded decision
-    below its replacement, then priority, then recency. Marks echoes and superseded decisions in
-    ``notes``. Candidates are classified best relevance first, RANK_STEP at a time, until no
-    unread one can reach the ``limit``-th content score (its relevance times the largest weight):
-    those are left out (``limit`` content rows rank above them)."""
+    """(id, score) best first for (id, text relevance >= 0, priority or None: the stored one[,
+    features]) candidates: relevance times the kind weight, echoes after all content, a superseded
+    decision below its replacement, then priority, then recency. Marks echoes and superseded
+    decisions in ``notes``. The weights come from the kinds (read with the candidates when the
+    path's statement did not: ``_features``), so every candidate's place is known before any is
+    classified; candidates are then classified (echo or not) in that order until ``2 * limit``
+    content rows are found (ties are cut by priority and recency, not by classifying them all):
+    the rest cannot rank above those and are left out."""
     if not rows:
         return []
-    rows = sorted(rows, key=lambda r: -r[1])  # stable: a path's own order breaks ties
+    missing = [r[0] for r in rows if len(r) < 4 or r[3] is None]
+    fetched = {}
+    for i in range(0, len(missing), 500):
+        fetched.update(_features(conn, missing[i:i + 500]))
     cand: list[list[Any]] = []  # [id, score, priority, echo, features, echo known]
+    seen: set[int] = set()
+    for r in rows:
+        aid, rel, prio = r[0], r[1], r[2]
+        f = r[3] if len(r) > 3 and r[3] is not None else fetched.get(aid)
+        if f is None or aid in seen:
+            continue
+        seen.add(aid)
+        kind, _tool, _project, head, stored = f
+        cand.append([aid, rel * RR.weight(kind, head or ""), stored if prio is None else prio, None, f, False])
+    key = lambda c: (-c[1], -c[2], -c[0])  # noqa: E731 - the order of content rows (and of echoes)
+    cand.sort(key=key)
+    want = 2 * limit  # supersession looks at the best 2 * limit
+    content: list[list[Any]] = []
+    echoes: list[list[Any]] = []
     looked = done = 0
+    while True:
+        while done < len(cand) and len(content) < want:
+            c = cand[done]
+            done += 1
+            kind, tool, _project, head, _stored = c[4]
+            c[3] = RR.is_echo(kind, tool, head or "")
+            c[5] = kind != "assistant" and kind not in _FACTS
+            (echoes if c[3] else content).append(c)
+        # Echoes that need a lookup (assistant text of a recall turn, facts found in echoes): the best
+        # `limit` content rows are checked, together, until they all were (rows below cannot pass them).
+        todo = [c for c in content[:limit] if not c[5]][: max(0, RANK_LOOKUPS - looked)]
+        if not todo:
+            break
+        looked += len(todo)
+        echo = _echo_lookups(conn, [(c[0], c[4][0]) for c in todo])
+        for c in todo:
+            c[3], c[5] = echo[c[0]], True
+        if any(c[3] for c in todo):
+            echoes.extend(c for c in content if c[3])
+            content = [c for c in content if not c[3]]
+    echoes.sort(key=key)
+    cand = content + echoes
 
     def order() -> None:
         cand.sort(key=lambda c: (c[3], -c[1], -c[2], -c[0]))
 
-    while done < len(rows):
-        batch = rows[done:done + RANK_STEP]
-        done += len(batch)
-        feats = _features(conn, [r[0] for r in batch])
-        for aid, rel, prio in batch:
-            f = feats.get(aid)
-            if f is None:
-                continue
-            kind, tool, _project, head, stored = f
-            head = head or ""
-            cand.append([aid, rel * RR.weight(kind, head), stored if prio is None else prio,
-                         RR.is_echo(kind, tool, head), f, kind != "assistant" and kind not in _FACTS])
-        order()
-        # Echoes that need a lookup (assistant text of a recall turn, facts found in echoes): the best
-        # `limit` content rows are checked, together, until they all were (rows below cannot pass them).
-        while looked < RANK_LOOKUPS:
-            top = [c for c in cand if not c[3]][:limit]
-            todo = [c for c in top if not c[5]][: RANK_LOOKUPS - looked]
-            if not todo:
-                break
-            looked += len(todo)
-            echo = _echo_lookups(conn, [(c[0], c[4][0]) for c in todo])
-            for c in todo:
-                c[3], c[5] = echo[c[0]], True
-            order()
-        content = [c[1] for c in cand if not c[3]]
-        if len(content) >= limit and done < len(rows) and rows[done][1] * RR.FACT_WEIGHT <= content[limit - 1]:
-            break
     decisions = [c for c in cand[: 2 * limit] if not c[3] and c[4][0] == "decision"]
     if decisions:
         texts = dict(conn.execute(f"SELECT id, text FROM archive WHERE id IN ({_marks(len(decisions))})",
@@ -665,7 +686,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
         if not cjk:
             win, match, covered = _word_window(conn, long_terms, (project, session, phase, kinds), where, args,
                                                extra, extra_args)
-            take(_rank(conn, [(i, -bm, p) for i, bm, p in win], limit, 100.0, notes)[:limit])
+            take(_rank(conn, [(i, -bm, p, f) for i, bm, p, f in win], limit, 100.0, notes)[:limit])
             if match:
                 total = _count(conn, "archive_fts", match, where, args, extra, extra_args, len(win),
                                join=bool(extra) or not covered, below=min(r[0] for r in win) if win else 0)
@@ -675,7 +696,7 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
             take(_rank(conn, [(i, 1.0, None) for i in pend], limit, 50.0, notes))
             if cjk:  # the trigram index is the primary index for CJK: ranked like the word index
                 win = _ranked_window(conn, "archive_tri", expr, where, args, extra, extra_args)
-                take(_rank(conn, [(i, -bm, p) for i, bm, p in win], limit, 50.0, notes)[: limit + len(order)])
+                take(_rank(conn, [(i, -bm, p, f) for i, bm, p, f in win], limit, 50.0, notes)[: limit + len(order)])
                 total = max(total, len(pend) + _count(conn, "archive_tri", expr, where, args, extra, extra_args,
                                                       len(win)))
             elif pend or not _no_substring_match(conn, long_terms, project, session):
