@@ -403,28 +403,42 @@ async def test_a_large_read_is_folded_in_slices_with_pauses_and_the_same_result(
     turns = 120  # ~600 KB: ~9 slices
     _write_turns(tr, turns, "folded one slice at a time. " * 170, 20_000, 10)
     assert tr.stat().st_size > 8 * (64 << 10)
-    pauses = 0
+    pauses = Pauses()
     async with anyio.create_task_group() as tg:
-        rig.svc.bind(tg, derive=False)
-        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
-        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
-        real_pause = rig.svc.backlog.pause
-
-        async def counting() -> None:
-            nonlocal pauses
-            pauses += 1
-            await real_pause()
-
-        monkeypatch.setattr(rig.svc.backlog, "pause", counting)
-        rig.svc.start_deriver()
-        assert await rig.svc.backlog.wait(None, 30)
+        await _derive_after_a_prompt(rig, monkeypatch, tg, tr, pauses)
         st = rig.svc.sessions[SID]
         assert st.cursor.offset == tr.stat().st_size
         assert st.context_tokens == 20_000 + (turns - 1) * 10
         texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
         assert sorted(t[0][:7] for t in texts) == [f"TURN{i:03d}" for i in range(turns)]
         tg.cancel_scope.cancel()
-    assert pauses >= 8 + 3  # between the slices, besides the derivation's own pause points
+    assert pauses.n >= 8 + 3  # between the slices, besides the derivation's own pause points
+
+
+class Pauses:
+    """How many times a derivation paused for replies (see :func:`_derive_after_a_prompt`)."""
+
+    n = 0
+
+
+async def _derive_after_a_prompt(rig: Rig, monkeypatch: pytest.MonkeyPatch, tg: Any, tr: Any, pauses: Pauses,
+                                 before: Any = None) -> None:
+    """A session starts without a transcript, a prompt names ``tr``, and its derivation runs to the end,
+    every pause of it counted in ``pauses`` (``before`` runs just before the deriver starts)."""
+    rig.svc.bind(tg, derive=False)
+    await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
+    await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
+    real_pause = rig.svc.backlog.pause
+
+    async def counting() -> None:
+        pauses.n += 1
+        await real_pause()
+
+    monkeypatch.setattr(rig.svc.backlog, "pause", counting)
+    if before is not None:
+        before()
+    rig.svc.start_deriver()
+    assert await rig.svc.backlog.wait(None, 30)
 
 
 
@@ -439,29 +453,16 @@ async def test_a_derivation_of_many_elements_pauses_between_their_summaries(
     turns = 40
     _write_turns(tr, turns, "a short turn", 20_000, 10)
     summarized: list[int] = []  # pauses seen when each summary was made
-    pauses = 0
+    pauses = Pauses()
     real_summarize = S.summarize
 
     def spying(el):  # noqa: ANN001, ANN202
-        summarized.append(pauses)
+        summarized.append(pauses.n)
         return real_summarize(el)
 
     monkeypatch.setattr(S, "summarize", spying)
     async with anyio.create_task_group() as tg:
-        rig.svc.bind(tg, derive=False)
-        await rig.svc.hook(rig.payload("SessionStart", source="startup"))  # no transcript yet
-        await rig.svc.hook(rig.payload("UserPromptSubmit", prompt="go on", transcript_path=str(tr)))
-        real_pause = rig.svc.backlog.pause
-
-        async def counting() -> None:
-            nonlocal pauses
-            pauses += 1
-            await real_pause()
-
-        monkeypatch.setattr(rig.svc.backlog, "pause", counting)
-        summarized.clear()
-        rig.svc.start_deriver()
-        assert await rig.svc.backlog.wait(None, 30)
+        await _derive_after_a_prompt(rig, monkeypatch, tg, tr, pauses, before=summarized.clear)
         texts = rig.db("SELECT text FROM archive WHERE kind = 'assistant'")
         assert sorted(t[0][:6] for t in texts) == [f"TURN{i:02d}" for i in range(turns)]
         tg.cancel_scope.cancel()
