@@ -435,3 +435,13 @@ def test_git_status_entries_are_counted_by_label() -> None:
               "Untracked files:\n  (use \"git add <file>...\" to include in what will be committed)\n\te.py\n\tf/\n\t\n")
     d = digest(status * 30, command="git status", archive_id=1)
     assert "[status entries: modified 60, untracked/other 60, deleted 30, new file 30]" in d.text.split("\n")
+
+
+def test_summary_lines_are_bounded_too_the_last_first() -> None:
+    # a hundred status blocks: their section lines are verdicts; the digest stays within max_tokens and
+    # says how many it left out, keeping the last ones (a run's summary is at its end)
+    block = "On branch main\nChanges not staged for commit:\n\tmodified:   a.py\n\n"
+    d = digest(block * 300 + "nothing added to commit\n", command="git status", archive_id=1, max_tokens=200)
+    assert d.must_omitted > 0 and d.tokens < 400
+    assert f"[{d.must_omitted} more summary lines not shown (too many): see the full output]" in d.text.split("\n")
+    assert "nothing added to commit" in d.text.split("\n")

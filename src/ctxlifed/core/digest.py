@@ -39,8 +39,8 @@ Rules:
   :data:`RUNNER_MARKS_SCAN` characters are used (pytest, unittest, cargo, go, node/jest/vitest/mocha),
   all of them when none is recognised. A line-start pattern's white space is ``[ \t]``: a match never
   starts on one line and ends on the next.
-  Tiers 0 and 1 are kept whatever their size up to ``max_tokens`` (then the rest are counted, not shown:
-  the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
+  Tiers 0 and 1 are kept whatever their size up to ``max_tokens``, tier 0 first and its last lines first
+  (then the rest are counted, not shown: the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
   within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS` while the
   must-keep lines take less than that). Tier 0/1 lines are never cut; a tier 2/3 line
   longer than :data:`MAX_LINE_CHARS` is cut with ``… [+N chars]`` (so it is not verbatim, and says so).
@@ -1053,8 +1053,10 @@ def digest(
 
     orig_tokens = original_tokens if original_tokens is not None else token_estimate(text)
     ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed without a call
-    shown: set[int] = set(t0)
-    used = sum(_costs(lines, sorted(t0), ascii_only, cut=False))  # verdicts are kept whatever their size
+    # verdicts first, the last first (a run's summary is at its end), within max_tokens like the rest
+    c0 = sorted(t0, reverse=True)
+    taken, used, omitted_verdicts = _fit(c0, _costs(lines, c0, ascii_only, cut=False), max_tokens)
+    shown: set[int] = set(taken)
     c1 = sorted(t1)
     taken, spent, omitted = _fit(c1, _costs(lines, c1, ascii_only, cut=False), max_tokens - used)
     shown.update(taken)
@@ -1089,7 +1091,7 @@ def digest(
             body += lines[a: b + 1]
 
     label = _KIND_LABEL[k]
-    what = _what_kept(k, must_found - omitted, len(shown))
+    what = _what_kept(k, must_found - omitted - omitted_verdicts, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
     facts = _facts(k, nb, words, kept)
@@ -1098,6 +1100,8 @@ def digest(
         extra.append("[" + "; ".join(facts) + "]")
     if omitted:
         extra.append(f"[{omitted} more error/failure lines not shown (too many): see the full output]")
+    if omitted_verdicts:
+        extra.append(f"[{omitted_verdicts} more summary lines not shown (too many): see the full output]")
     if skipped:
         extra.append(f"[only the first and last {_fmt(MAX_SCAN // 2)} characters were scanned]")
     if cut_any:
@@ -1115,7 +1119,7 @@ def digest(
         tokens=token_estimate(out),
         kept_lines=len(shown),
         must_lines=must_found,
-        must_omitted=omitted,
+        must_omitted=omitted + omitted_verdicts,
     )
 
 
