@@ -39,11 +39,12 @@ Rules:
   :data:`RUNNER_MARKS_SCAN` characters are used (pytest, unittest, cargo, go, node/jest/vitest/mocha),
   all of them when none is recognised. A line-start pattern's white space is ``[ \t]``: a match never
   starts on one line and ends on the next.
-  Tiers 0 and 1 are kept whatever their size up to ``max_tokens``, tier 0 first and its last lines first
-  (then the rest are counted, not shown: the header says how many); tiers 2 and 3 only within ``budget_tokens`` and while the chosen lines stay
-  within :data:`CONTEXT_SHARE` of the original's tokens (at least :data:`MIN_CONTEXT_TOKENS` while the
-  must-keep lines take less than that). Tier 0/1 lines are never cut; a tier 2/3 line
-  longer than :data:`MAX_LINE_CHARS` is cut with ``… [+N chars]`` (so it is not verbatim, and says so).
+  Tiers 0 and 1 are kept whatever their size up to ``max_tokens``, tier 0 first and its last lines
+  first (then the rest are counted, not shown: the header says how many); tiers 2 and 3 only within
+  ``budget_tokens`` and while the chosen lines stay within :data:`CONTEXT_SHARE` of the original's
+  tokens (at least :data:`MIN_CONTEXT_TOKENS` while the must-keep lines take less than that). Tier 0/1
+  lines are never cut; a tier 2/3 line longer than :data:`MAX_LINE_CHARS` is cut with
+  ``… [+N chars]`` (so it is not verbatim, and says so).
 - Bounded: at most :data:`MAX_SCAN` characters are scanned (its first and last halves; the line numbers
   of the tail stay those of the original); the digest's size is bounded by ``max_tokens`` plus its
   header, footer and run markers.
@@ -367,7 +368,8 @@ def _alternatives(pattern: str) -> list[str]:
 # rewritten to an equivalent one that starts with a literal or a class (:func:`_fast_starts`).
 # Other alternatives get one regex each: one that starts with a literal is searched with the engine's
 # fast literal scan, where a big alternation tries every branch at every position (ten times slower).
-# A leading ``\b`` defeats that scan too, so it is dropped from the regex and checked on the match.
+# A leading ``\b`` defeats that scan too: it must be followed by a word, and is checked by a lookbehind
+# after that word (``\bword`` -> ``word(?<!\wword)``).
 # A pattern must use only non-capturing groups.
 
 
@@ -376,7 +378,6 @@ _JOIN_ANCHORED = True  # see above; False gives one regex per anchored alternati
 
 class _Scan(msgspec.Struct, frozen=True):
     rx: re.Pattern[str]
-    boundary: bool  # the match must start at a word boundary
     # group name (None: whole match) -> tier, follow, as ctx; None for a word that is only counted
     info: dict[str | None, tuple[int, int, bool] | None]
     # the same, grouped: (tier, follow, as ctx) -> the group names that give it (all of them, for one)
@@ -386,13 +387,13 @@ class _Scan(msgspec.Struct, frozen=True):
     marks: frozenset[str | None] = frozenset()  # the groups that have a tier
 
 
-def _scan(rx: re.Pattern[str], boundary: bool, info: dict[str | None, tuple[int, int, bool] | None],
+def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
           counted: bool = False, kept: frozenset[str] = frozenset()) -> _Scan:
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
         if inf is not None:
             groups.setdefault(inf, set()).add(name)
-    return _Scan(rx, boundary, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
+    return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
                  kept, frozenset(name for name, inf in info.items() if inf is not None))
 
 
@@ -643,13 +644,10 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
                 continue
             assert info is not None or label is not None, f"a count pattern must be whole words or labelled: {alt}"
             lead = _LEADING_WORD_RE.match(alt)
+            assert lead is not None or not alt.startswith("\\b"), f"a leading \\b must be followed by a word: {alt}"
             if lead is not None:  # \bword...: the word, then "not preceded by a word character"
                 word = lead.group(1)
                 alt = word + f"(?<!\\w{word})" + alt[lead.end():]
-            elif alt.startswith("\\b"):
-                assert info is not None, alt
-                out.append(_scan(re.compile(alt[2:]), True, {None: info}))
-                continue
             loose.setdefault(_literal_prefix(alt), []).append((alt, info, label))
     if anchored:
         anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
@@ -657,12 +655,12 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         names = {f"g{i}": info for i, (_b, info) in enumerate(branches)}
         rx = re.compile("\\n(?:" + _join_branches([f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)]) + ")")
         assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
-        out.insert(0, _scan(rx, False, names))
+        out.insert(0, _scan(rx, names))
     n = 0
     for prefix, alts in loose.items():
         if len(alts) == 1 and alts[0][2] is None or not prefix:
             assert all(label is None for _a, _i, label in alts), "a labelled count pattern must start with a literal"
-            out += [_scan(re.compile(alt), False, {None: info}) for alt, info, _label in alts]
+            out += [_scan(re.compile(alt), {None: info}) for alt, info, _label in alts]
             continue
         names: dict[str | None, tuple[int, int, bool] | None] = {}
         branches = []
@@ -671,12 +669,12 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
             n += 1
             names[name] = info
             branches.append(f"{alt}(?P<{name}>)")
-        out.append(_scan(re.compile(_join_branches(branches)), False, names,
+        out.append(_scan(re.compile(_join_branches(branches)), names,
                          kept=frozenset(label for _a, _i, label in alts if label)))
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
-        out.append(_scan(rx, False, dict(words), counted=True))
+        out.append(_scan(rx, dict(words), counted=True))
     return out
 
 
@@ -684,17 +682,7 @@ def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, 
     info = scan.info
     single = info.get(None)
     for m in scan.rx.finditer(nb):
-        p = m.start()
-        if scan.boundary and p > 0 and (nb[p - 1].isalnum() or nb[p - 1] == "_"):
-            continue
         yield m, single if single is not None else info[m.lastgroup]
-
-
-def _finditer_kept(scan: _Scan, nb: str) -> Iterable[re.Match[str]]:
-    """The matches of ``scan`` in ``nb`` that it keeps (those at a word boundary, for a boundary scan)."""
-    if not scan.boundary:
-        return scan.rx.finditer(nb)
-    return (m for m in scan.rx.finditer(nb) if not (p := m.start()) or not (nb[p - 1].isalnum() or nb[p - 1] == "_"))
 
 
 _MATCH_BATCH = 256  # matches alive at once: a long error list never holds thousands (they would set off the GC)
@@ -704,7 +692,7 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     """The start offsets of ``scan``'s matches in ``nb`` and, ``with_groups``, the group each ended in."""
     offsets: list[int] = []
     groups: list[str | None] = []
-    found = iter(_finditer_kept(scan, nb))
+    found = scan.rx.finditer(nb)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
         if with_groups:
@@ -754,8 +742,8 @@ _PATTERNS = {
 
 _WARN_RES = (re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))  # file:line ones: count:warning_at
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-# ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _COLON_DIGIT_RE = re.compile(r":\d")
+# ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
 _PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
@@ -772,6 +760,8 @@ def _status_entries(nb: str) -> Counter[str]:
     if (other := tabbed - sum(items.values())) > 0:
         items["untracked/other"] = other
     return items
+
+
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 # one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
 _PY_TEST_FAIL_RE = re.compile(
@@ -836,10 +826,8 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
             seg = nb[start: end if end >= 0 else len(nb)]
             k = seg.rfind(" [-W")
             warns[seg[k + 1:] if k >= 0 and seg.endswith("]") else "warning"] += 1
-        for rx in _WARN_RES:
-            warns["warning"] += len(rx.findall(nb))
-        if not warns["warning"]:
-            del warns["warning"]
+        if plain := sum(len(rx.findall(nb)) for rx in _WARN_RES):
+            warns["warning"] += plain
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
     elif kind == "install":
@@ -1070,7 +1058,6 @@ def digest(
     taken += _fit(c3, _costs(lines, c3, ascii_only, cut=True), room - spent)[0]
     shown.update(taken)
     rendered = {i: _cut_line(lines[i])[0] for i in taken if len(lines[i]) > MAX_LINE_CHARS}
-    cut_any = bool(rendered)
 
     body: list[str] = []
     order = sorted(shown)
@@ -1104,7 +1091,7 @@ def digest(
         extra.append(f"[{omitted_verdicts} more summary lines not shown (too many): see the full output]")
     if skipped:
         extra.append(f"[only the first and last {_fmt(MAX_SCAN // 2)} characters were scanned]")
-    if cut_any:
+    if rendered:
         extra.append(f"[context lines over {MAX_LINE_CHARS} characters are cut: … [+N chars]]")
     foot = f"[full output: {ctl} recall --id {int(archive_id)}"
     if full_path:
