@@ -37,6 +37,7 @@ from ctxlifed.core.matrix import DEFAULT as DEFAULT_MATRIX
 from ctxlifed.core.matrix import FOCUS_MAX_CHARS, FocusState, Matrix, focus_line
 from ctxlifed.core.model import PHASES
 from ctxlifed.core.model import _is_cjk, estimate_tokens
+from ctxlifed.core.mustsurvive import LABELS as MUST_LABELS
 
 __all__ = [
     "MAX_CHARS",
@@ -377,11 +378,16 @@ def _counts_line(decisions: int, lessons: int, ctl: str) -> str:
     return s[0].upper() + s[1:] + "."
 
 
-def _working_line(d: SessionStartData) -> str:
-    """The Working-zone figure, only when it matters (level 1 and up: it is the reason for advice)."""
-    if d.working_pct is None or not math.isfinite(d.working_pct) or (d.level or 0) < 1:
+def _working_figure(d: SessionStartData) -> str:
+    """The Working-zone figure as a line ("" when unknown)."""
+    if d.working_pct is None or not math.isfinite(d.working_pct):
         return ""
     return f"{_WORKING_LEAD}{percent(d.working_pct)} used (level {level_name(d.level)})."
+
+
+def _working_line(d: SessionStartData) -> str:
+    """The Working-zone figure, only when it matters (level 1 and up: it is the reason for advice)."""
+    return _working_figure(d) if (d.level or 0) >= 1 else ""
 
 
 _WORKING_LEAD = "Working zone: "
@@ -471,7 +477,7 @@ def session_start_lines(d: SessionStartData, *, now: float, ctl: str) -> tuple[l
     return lines, footer
 
 
-_REINJECTED_DECISION = "- Decision: "  # how PostCompact's re-injection words a decision (core.mustsurvive)
+_REINJECTED_DECISION = f"- {MUST_LABELS['decision']}: "  # how PostCompact's re-injection words a decision
 
 
 def _held_lines(previous: str) -> set[str]:
@@ -524,11 +530,9 @@ def render_session_start(d: SessionStartData, cap_tokens: int = 1500, *, now: fl
         new = _unseen(lines[1:], seen)
         # A Working-zone figure the context holds is corrected when it changed, even below level 1
         # (where a briefing leaves it out): after a compaction the held one is the old, high one.
-        if (d.working_pct is not None and math.isfinite(d.working_pct)
-                and any(ln.startswith(_WORKING_LEAD) for ln in seen)):
-            figure = f"{_WORKING_LEAD}{percent(d.working_pct)} used (level {level_name(d.level)})."
-            if figure not in seen and figure not in new:
-                new.append(figure)
+        figure = _working_figure(d)
+        if figure and figure not in seen and figure not in new and any(ln.startswith(_WORKING_LEAD) for ln in seen):
+            new.append(figure)
         if d.phase:
             since = f" (since {_iso(d.phase_since)}" if d.phase_since is not None else ""
             if f"Current phase: {_one_line(d.phase, 40)}{since}" not in previous:
