@@ -350,3 +350,15 @@ def test_request_shape_near_the_start_of_a_long_transcript(tmp_path: Path, monke
     later = dict(shape, shape={"tools": [_tool("mcp__gh__a", 10)]})
     both = _w(tmp_path / "b.jsonl", "\n".join([json.dumps(shape)] + [filler] * 200 + [json.dumps(later)]) + "\n")
     assert [x["name"] for x in RF.last_request_tools(str(both)) or []] == ["mcp__gh__a"]
+
+
+def test_reader_skips_a_fifo_named_like_a_rule_and_follows_a_symlinked_claude_md(tree: tuple[Path, Path]) -> None:
+    home, proj = tree
+    os.mkfifo(proj / ".claude" / "rules" / "pipe.md")  # open() for reading would wait for a writer forever
+    real = proj / "docs" / "agents.md"
+    _w(real, "# Shared\n\nKeep totals in cents.\n")
+    (proj / "CLAUDE.md").unlink()
+    (proj / "CLAUDE.md").symlink_to(real)
+    inp = RF.read_inputs(str(proj), home=str(home), env={})
+    assert "pipe.md" not in {Path(i.path).name for i in inp["instructions"]}
+    assert any(i.kind == "project" and "Keep totals in cents." in i.text for i in inp["instructions"])

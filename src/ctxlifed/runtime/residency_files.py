@@ -18,7 +18,9 @@ Where they live (spec §§3.1, 4.3, 6; Claude Code 2.1.328):
 ``<config>`` is ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``.
 
 Rules:
-- Read-only, stdlib only, never raises on a missing, unreadable or malformed file: it is skipped.
+- Read-only, stdlib only, never raises on a missing, unreadable or malformed file: it is skipped. A
+  file is read with ``bounded_read`` (regular files only: a FIFO named like a rule or CLAUDE.md does
+  not block the reader).
 - Bounded: at most :data:`MAX_SKILLS` skills and :data:`MAX_RULES` rules, :data:`MAX_FILE_BYTES` of
   each file, a transcript's first and last :data:`MAX_END_BYTES`.
 - Files are decoded as UTF-8 with replacement; paths are returned absolute.
@@ -33,6 +35,7 @@ import re
 from typing import Any
 
 from ..core import residency as R
+from .bounded_read import Refused, read_bounded
 
 __all__ = ["claude_config_dir", "gather", "read_inputs", "transcript_dir"]
 
@@ -51,11 +54,12 @@ def claude_config_dir(home: str | None = None, env: dict[str, str] | None = None
 
 
 def _read(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
+    """The first ``limit`` bytes of a regular file (a symlinked one is followed; a FIFO does not block)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", "replace")
-    except OSError:
+        data, _st = read_bounded(os.path.realpath(path), limit, cut=True)
+    except (Refused, ValueError):
         return None
+    return data.decode("utf-8", "replace")
 
 
 def _json(path: str) -> dict[str, Any]:
