@@ -25,14 +25,13 @@ Rules (highest priority first):
 4. **Idle work** (the writer's trigram indexing and index merges; checkpoints run from their own
    thread and connection) runs only when no frame is being answered and no hook began for
    ``IDLE_QUIET_S`` (``idle_allowed``), in the writer's gaps: a derivation's writer job queued
-   goes first (``db.py``), but idle work does not wait for the whole derivation backlog. It did:
-   a burst's catch-up then wrote its thousands of small derivation transactions into the word
-   index with no merge between them (over a hundred segments, each walked by every search) and
-   left the whole trigram backlog (scanned by substring searches meanwhile) for the end. A hook is any
-   frame that is not a read (the dispatcher tells: ``hook_began``); a read needs no writer, so
-   reads do not hold idle work off between them (a recall every 20 ms after a burst left the
-   trigram backlog to the lag guarantee below: a few rows a second, never caught up), though a
-   read that begins still stops the step in progress like any frame (``preempt``). The idle
+   goes first (``db.py``), but idle work does not wait for the whole derivation backlog: a burst's
+   catch-up would otherwise write its many small transactions into the word index with no merge
+   between them (segments every search walks) and leave the trigram backlog (scanned by substring
+   searches meanwhile) for the end. A hook is any frame that is not a read (the dispatcher tells:
+   ``hook_began``); a read needs no writer, so reads do not hold idle work off between them (steady
+   recalls would leave the backlog to the lag guarantee below alone), though a read that begins
+   still stops the step in progress like any frame (``preempt``). The idle
    worker is woken (``wake``) when that becomes true by an event (the last reply ended, the
    backlog emptied); otherwise it asks again on its own poll, and under a load that never goes
    quiet it still runs every ``Writer.IDLE_MAX_LAG_S`` (so its backlog always drains).

@@ -39,7 +39,7 @@ MAX_TRANSCRIPT_READ = 1 << 20  # bytes an event reads at most
 SKIP_READS = 32  # reads (of up to MAX_TRANSCRIPT_READ) an event may spend getting past one over-long line
 INLINE_READ = 64 << 10  # a usual delta is read on the event loop; a larger one in a worker thread
 FOLD_SLICE = 16 << 10  # a larger read is parsed and folded this much at a time, pausing in between (a
-# 64 KB slice held the event loop for 2-6 ms: a recall arriving during a burst's catch-up waited for it)
+# request arriving meanwhile waits for one slice at most; bench/RESULTS.md "Seventh pass")
 
 
 class TranscriptReader:
