@@ -96,6 +96,7 @@ SHORT_SCAN = 1000  # newest ids scanned for a 1-2 character CJK term that ends a
 TRI_SPAN = 100_000  # ids (newest) the trigram substring fallback of non-CJK words looks at
 TRI_CAP = 2000  # rows it keeps at most (the newest when the span held more)
 TOTAL_CAP = 1000
+IN_CHUNK = 500  # ids bound in one ``IN (...)`` statement (well under SQLite's host parameter limit)
 DF_WALK = 500  # matches of one term read (newest first) to know or estimate its document frequency
 TAG_DENSE = 0.25  # a filter held by more of the newest rows than this is applied by a join, not a tag
 BM25_BUDGET = 80_000  # term matches FTS5's bm25() may read for its IDF (see bench/RESULTS.md; a phrase's count PHRASE_COST
@@ -391,7 +392,7 @@ def _marks(n: int) -> str:
 
 
 def _features(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple]:
-    """id -> (kind, tool, project, head, priority) of the given rows (at most 500)."""
+    """id -> (kind, tool, project, head, priority) of the given rows (at most ``IN_CHUNK``)."""
     return {r[0]: r[1:] for r in conn.execute(
         f"SELECT a.id, {_FEATS} FROM archive a WHERE a.id IN ({_marks(len(ids))})", ids)}
 
@@ -468,8 +469,8 @@ def _rank(conn: sqlite3.Connection, rows: list[tuple], limit: int, base: float,
         return []
     missing = [r[0] for r in rows if len(r) < 4 or r[3] is None]
     fetched = {}
-    for i in range(0, len(missing), 500):
-        fetched.update(_features(conn, missing[i:i + 500]))
+    for i in range(0, len(missing), IN_CHUNK):
+        fetched.update(_features(conn, missing[i:i + IN_CHUNK]))
     cand: list[list[Any]] = []  # [id, score, priority, echo, features, echo known]
     seen: set[int] = set()
     for r in rows:
@@ -616,8 +617,8 @@ def _short_candidates(conn: sqlite3.Connection, short: list[str], where: str, ar
         confirm = [t for t in short if t is not key or t.lower() != t.upper()]
         extra = "".join(" AND instr(a.text, ?) > 0" for _ in confirm)
         ids = _tri_docs(conn, key.lower())
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
+        for i in range(0, len(ids), IN_CHUNK):
+            chunk = ids[i:i + IN_CHUNK]
             found.update(conn.execute(
                 f"SELECT a.id, a.priority FROM archive a WHERE a.id IN ({','.join('?' * len(chunk))})"
                 f" AND {where}{extra}", (*chunk, *args, *confirm)).fetchall())
