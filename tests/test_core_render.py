@@ -650,3 +650,10 @@ def test_resume_corrects_a_working_zone_figure_the_context_holds() -> None:
     low = render_session_start(make_data("resume", working_pct=0.012, level=0), now=NOW + H, ctl=CTL, previous=high)
     assert low.splitlines()[1:] == ["Working zone: 1.2% used (level none)."]
     assert "" == render_session_start(make_data("resume", working_pct=0.923, level=3), now=NOW + H, ctl=CTL, previous=high)
+
+
+def test_the_reinjected_decision_form_is_mustsurvives() -> None:
+    from ctxlifed.core import render
+    from ctxlifed.core.mustsurvive import LABELS
+
+    assert render._REINJECTED_DECISION == f"- {LABELS['decision']}: "

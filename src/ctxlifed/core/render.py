@@ -37,7 +37,6 @@ from ctxlifed.core.matrix import DEFAULT as DEFAULT_MATRIX
 from ctxlifed.core.matrix import FOCUS_MAX_CHARS, FocusState, Matrix, focus_line
 from ctxlifed.core.model import PHASES
 from ctxlifed.core.model import _is_cjk, estimate_tokens
-from ctxlifed.core.mustsurvive import LABELS as MUST_LABELS
 
 __all__ = [
     "MAX_CHARS",
@@ -477,7 +476,9 @@ def session_start_lines(d: SessionStartData, *, now: float, ctl: str) -> tuple[l
     return lines, footer
 
 
-_REINJECTED_DECISION = f"- {MUST_LABELS['decision']}: "  # how PostCompact's re-injection words a decision
+# How PostCompact's re-injection (core.mustsurvive, not imported: this module stays pure) words a
+# decision; a test holds the two together.
+_REINJECTED_DECISION = "- Decision: "
 
 
 def _held_lines(previous: str) -> set[str]:
