@@ -167,11 +167,18 @@ def test_pure_module_imports_no_io() -> None:
     assert not {"anyio", "sqlite3", "socket", "structlog", "sqlite_utils", "watchfiles", "subprocess"} & mods
 
 
-def test_fast_token_estimate_is_core_models_figure() -> None:
-    from ctxlifed.core.digest import token_estimate
+def _estimate_by_characters(text: str) -> int:
+    """The estimate's definition, one character at a time (core.model's rule)."""
+    from ctxlifed.core.model import _is_cjk
 
-    for text in ("", "abc", "中文abc", "é" * 10, "ｱ漢字한국어 x" * 50, "ー", "\uffef\u3040", "\u309f\u30a0"):
-        assert token_estimate(text) == estimate_tokens(text), text
+    cjk = sum(1 for ch in text if _is_cjk(ch))
+    return cjk + (len(text) - cjk + 3) // 4 if text else 0
+
+
+def test_token_estimate_counts_cjk_characters_as_its_definition_does() -> None:
+    for text in ("", "abc", "中文abc", "é" * 10, "ｱ漢字한국어 x" * 50, "ー", "\uffef\u3040", "\u309f\u30a0",
+                 "· — … ✓ ⎿ " * 100, "é" * 300 + "漢", "漢" + "→" * 300):
+        assert estimate_tokens(text) == _estimate_by_characters(text), text
 
 
 def test_mixed_runner_output_keeps_each_runners_failures() -> None:
@@ -345,11 +352,9 @@ def test_python_exception_pattern_matches_the_lines_of_its_plain_form_on_any_tex
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["→", "…", "─", "漢", "ｱ", "한", "\u3040", "\u30ff", "\uffef", "\ufff0", "\u2fff"]), max_size=40))
-def test_fast_token_estimate_is_core_models_figure_on_any_text(text: str) -> None:
-    from ctxlifed.core.digest import token_estimate
-
-    assert token_estimate(text) == estimate_tokens(text)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["→", "…", "─", "漢", "ｱ", "한", "\u3040", "\u30ff", "\uffef", "\ufff0", "\u2fff"]), max_size=600))
+def test_token_estimate_counts_cjk_characters_as_its_definition_does_on_any_text(text: str) -> None:
+    assert estimate_tokens(text) == _estimate_by_characters(text)
 
 
 def test_failing_tests_named_counts_each_distinct_id_once_in_a_long_run() -> None:

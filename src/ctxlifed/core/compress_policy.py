@@ -45,8 +45,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxlifed.core.digest import OutputKind, output_kind, token_estimate
+from ctxlifed.core.digest import OutputKind, output_kind
 from ctxlifed.core.hook_events import PostToolUse
+from ctxlifed.core.model import estimate_tokens
 
 __all__ = [
     "CompressMode",
@@ -301,7 +302,7 @@ def decide(
     text = full_text if isinstance(full_text, str) and full_text else payload_text
     if not text.strip():
         return None
-    tokens = token_estimate(text)  # estimate_tokens's figure, without a Python loop over non-ASCII text
+    tokens = estimate_tokens(text)
     if persisted and not full_text:
         size = event.persisted_output_size
         if size is not None and size > len(text):

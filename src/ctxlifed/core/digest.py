@@ -48,8 +48,7 @@ Rules:
 - Bounded: at most :data:`MAX_SCAN` characters are scanned (its first and last halves; the line numbers
   of the tail stay those of the original); the digest's size is bounded by ``max_tokens`` plus its
   header, footer and run markers.
-- Token figures are :func:`~ctxlifed.core.model.estimate_tokens` estimates (labelled ``~``), computed by
-  :func:`token_estimate` (the same figure without a Python loop over non-ASCII text).
+- Token figures are :func:`~ctxlifed.core.model.estimate_tokens` estimates (labelled ``~``).
 - Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
   engine, never per line from Python; the line-start patterns of a kind are one joined regex whose
   branches that start alike share that start (see the comment above :func:`_compile`); no pattern
@@ -73,6 +72,7 @@ from typing import Literal
 import msgspec
 
 from ctxlifed.core.commands import COMMAND_PREFIX, any_segment, is_build_command, is_test_command
+from ctxlifed.core.model import estimate_tokens
 
 __all__ = [
     "CONTEXT_SHARE",
@@ -775,29 +775,6 @@ _PY_TEST_FAIL_RE = re.compile(
 _WORDY_RE = re.compile(r"\w")
 
 
-# The CJK ranges of core.model's estimate: counted by one regex scan instead of a Python loop per character.
-_CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
-
-
-_CJK_LEADS = (b"\xe3", b"\xe4", b"\xe5", b"\xe6", b"\xe7", b"\xe8", b"\xe9", b"\xea", b"\xeb", b"\xec", b"\xed",
-              b"\xef")  # UTF-8 lead bytes of U+3000-U+9FFF, U+A000-U+DFFF and U+F000-U+FFFF
-
-
-def token_estimate(text: str) -> int:
-    """:func:`~ctxlifed.core.model.estimate_tokens`, the same figure, fast on non-ASCII text."""
-    if not text:
-        return 0
-    if text.isascii():
-        return (len(text) + 3) // 4
-    # Every CJK character's UTF-8 form starts with one of these bytes; encoding and a memchr per byte
-    # is several times faster than the class scan, which then runs only when one of them is there.
-    data = text.encode("utf-8", "surrogatepass")
-    if not any(lead in data for lead in _CJK_LEADS):
-        return (len(text) + 3) // 4
-    cjk = len(_CJK_RE.findall(text))
-    return cjk + (len(text) - cjk + 3) // 4
-
-
 def _fmt(n: int) -> str:
     return f"{n:,}"
 
@@ -929,7 +906,7 @@ def _costs(lines: list[str], rows: list[int], ascii_only: bool, *, cut: bool) ->
     if ascii_only:
         lens = map(len, map(lines.__getitem__, rows))
         return [((_cut_len(m) if cut else m) + 3 >> 2) + 1 for m in lens]
-    return [token_estimate(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
+    return [estimate_tokens(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
 
 
 def _fit(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, int]:
@@ -1039,7 +1016,7 @@ def digest(
     t2.difference_update(drop, t0, t1)
     t3.difference_update(drop, t0, t1, t2)
 
-    orig_tokens = original_tokens if original_tokens is not None else token_estimate(text)
+    orig_tokens = original_tokens if original_tokens is not None else estimate_tokens(text)
     ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed without a call
     # verdicts first, the last first (a run's summary is at its end), within max_tokens like the rest
     c0 = sorted(t0, reverse=True)
@@ -1103,7 +1080,7 @@ def digest(
         text=out,
         original_lines=total_lines,
         original_tokens=orig_tokens,
-        tokens=token_estimate(out),
+        tokens=estimate_tokens(out),
         kept_lines=len(shown),
         must_lines=must_found,
         must_omitted=omitted + omitted_verdicts,

@@ -10,6 +10,7 @@ Rules:
 from __future__ import annotations
 
 import enum
+import re
 from typing import Literal
 
 import msgspec
@@ -102,6 +103,26 @@ def _is_cjk(ch: str) -> bool:
     )
 
 
+# The ranges of ``_is_cjk``, counted by one regex scan: never a Python step per character.
+_CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+# UTF-8 lead bytes of U+3000-U+9FFF, U+A000-U+DFFF and U+F000-U+FFFF: every CJK character starts with
+# one, so a text without any (most non-ASCII text: '·', '—', '✓', accents) skips the class scan.
+_CJK_LEADS = (b"\xe3", b"\xe4", b"\xe5", b"\xe6", b"\xe7", b"\xe8", b"\xe9", b"\xea", b"\xeb", b"\xec", b"\xed",
+              b"\xef")
+_LEAD_CHECK_CHARS = 256  # shorter texts go straight to the class scan
+
+
+def cjk_count(text: str) -> int:
+    """How many characters of ``text`` are CJK (the ranges of ``_is_cjk``)."""
+    if text.isascii():
+        return 0
+    if len(text) > _LEAD_CHECK_CHARS:
+        data = text.encode("utf-8", "surrogatepass")
+        if not any(lead in data for lead in _CJK_LEADS):
+            return 0
+    return len(_CJK_RE.findall(text))
+
+
 def estimate_tokens(text: str) -> int:
     """Cheap, deterministic token estimate: ceil(latin_chars / 4) + cjk_chars.
 
@@ -109,7 +130,5 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    if text.isascii():
-        return (len(text) + 3) // 4
-    cjk = sum(1 for ch in text if ord(ch) >= 0x3040 and _is_cjk(ch))
+    cjk = cjk_count(text)
     return cjk + (len(text) - cjk + 3) // 4
