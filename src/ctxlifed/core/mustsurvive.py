@@ -178,7 +178,7 @@ _ANALYSIS = re.compile(r"<analysis>.*?</analysis>", re.S | re.I)
 
 
 def _one_line(text: str, limit: int = MAX_TEXT) -> str:
-    s = _WS.sub(" ", text or "").strip()
+    s = " ".join((text or "").split())  # str.split's white space is re's \s
     s = re.sub(r"<(/?)(system-reminder)", r"‹\1\2", s, flags=re.I)
     if len(s) > limit:
         s = s[: limit - 1].rstrip() + "…"
@@ -187,7 +187,7 @@ def _one_line(text: str, limit: int = MAX_TEXT) -> str:
 
 def _normalise(text: str) -> str:
     s = unicodedata.normalize("NFKC", text or "").casefold()
-    return _TRAIL.sub("", _WS.sub(" ", s).strip())
+    return _TRAIL.sub("", " ".join(s.split()))
 
 
 def _norm_path(path: str) -> str:
@@ -395,7 +395,7 @@ def coverage(text: str, source: str | _Source) -> tuple[float, int]:
 
 
 def _prose_carried(text: str, src: _Source) -> bool:
-    flat = _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    flat = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
     flat = _TRAIL.sub("", flat)
     if flat and flat in src.flat:
         return True

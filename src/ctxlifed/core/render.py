@@ -163,14 +163,14 @@ class LedgerData(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------------------------
 # small helpers
 
-_WS = re.compile(r"\s+")
 _SYSREM = re.compile(r"<(/?)(system-reminder)", re.I)
 
 
 def _one_line(text: object, max_chars: int = ITEM_CHARS) -> str:
     """Collapse whitespace, defuse <system-reminder> tags, cut to ``max_chars`` with '…'."""
-    s = _WS.sub(" ", str(text) if text is not None else "").strip()
-    s = _SYSREM.sub(r"‹\1\2", s)
+    s = " ".join(str(text).split()) if text is not None else ""  # str.split's white space is re's \s
+    if "<" in s:
+        s = _SYSREM.sub(r"‹\1\2", s)
     if len(s) > max_chars:
         s = s[: max(0, max_chars - 1)].rstrip() + "…"
     return s

@@ -84,12 +84,11 @@ _SYMBOL_RE = re.compile(
     r"(?:def|class|func|fn|function|interface|struct|enum|trait|impl|type)\s+([A-Za-z_]\w*)",
     re.M,
 )
-_WS_RE = re.compile(r"\s+")
 _TAG_RE = re.compile(r"</?(?:tool_use_error|task-notification|task-id|system-reminder|status|result)>")
 
 
 def _one_line(text: str) -> str:
-    return _WS_RE.sub(" ", text).strip()
+    return " ".join(text.split())  # str.split's white space is re's \s
 
 
 def _cut(text: str, n: int) -> str:

@@ -730,27 +730,22 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
     ids = order[:limit]
     got = {}
     if ids:
-        marks = ",".join("?" * len(ids))
-        got = {r[0]: r for r in conn.execute(f"SELECT {_COLS} FROM archive a WHERE a.id IN ({marks})", ids)}
+        got = {r[0]: r for r in conn.execute(
+            f"SELECT {_COLS}, {_WINDOW} FROM archive a WHERE a.id IN ({_marks(len(ids))})", (terms[0], *ids))}
     result = [_row(got[i], scores[i]) for i in ids if i in got]
     for h in result:
+        h["window"] = got[h["id"]][-1]
         later = notes.get(h["id"], {}).get("superseded_by")
         if later is not None:
             h["superseded_by"] = later
             h["summary"] = f"(superseded by #{later}) {h['summary']}"
-    first = terms[0]
-    for h in result:
-        h["window"] = window(conn, h["id"], first)
     return result, max(total, len(result))
 
 
-def window(conn: sqlite3.Connection, aid: int, term: str) -> str:
-    r = conn.execute(
-        "SELECT substr(text, max(1, CASE WHEN instr(text, ?1) > 0 THEN instr(text, ?1)"
-        " ELSE instr(lower(text), lower(?1)) END - 120), ?2) FROM archive WHERE id = ?3",
-        (term, WINDOW, aid),
-    ).fetchone()
-    return r[0] if r else ""
+# The WINDOW characters of a hit's text from 120 before the first instance of the first term (the
+# first ``?`` parameter; case first as written, then folded), where its snippet is taken from.
+_WINDOW = (f"substr(a.text, max(1, CASE WHEN instr(a.text, ?1) > 0 THEN instr(a.text, ?1)"
+           f" ELSE instr(lower(a.text), lower(?1)) END - 120), {WINDOW})")
 
 
 def get_archive(conn: sqlite3.Connection, aid: int) -> dict[str, Any] | None:
