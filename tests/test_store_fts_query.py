@@ -111,3 +111,22 @@ def test_parsed_query_expression_never_raises_in_sqlite(fts: sqlite3.Connection,
 def test_needs_substring_fallback(term: str, expected: bool) -> None:
     """Short (< 3 chars) terms with CJK need the substring fallback; others do not."""
     assert expected == needs_substring_fallback(term)
+
+
+# --------------------------------------------------------------------------- substring scans
+
+_SCAN_ALPHABET = st.sampled_from(list("aAbBzZ%_\\ -.é É漢\n\t'\"") + ["ß", "İ", "ǅ"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(_SCAN_ALPHABET, max_size=30), term=st.text(_SCAN_ALPHABET, min_size=1, max_size=4))
+def test_the_like_substring_scan_matches_what_instr_of_lower_matches(text: str, term: str) -> None:
+    """CONTAINS_SQL with substring_pattern(term) is true exactly where instr(lower(text), lower(term))
+    is (NUL-free text): ASCII case folded, everything else literal, LIKE's own wildcards included."""
+    from ctxlifed.store.fts_query import CONTAINS_SQL, substring_pattern
+
+    conn = sqlite3.connect(":memory:")
+    like, instr = conn.execute(
+        f"SELECT {CONTAINS_SQL}, instr(lower(a.text), lower(?)) > 0 FROM (SELECT ? AS text) a",
+        (substring_pattern(term), term, text)).fetchone()
+    assert bool(like) == bool(instr)

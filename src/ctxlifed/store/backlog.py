@@ -16,7 +16,8 @@ Rules:
   long the backlog (a burst of hooks leaves thousands of rows, indexed only once the daemon is
   quiet: ``scheduler.py``): staleness bound: a substring-only match (not a whole word: the word
   index has every archived row) in a pending row older than the newest ``SCAN_PENDING`` is found
-  once the idle work has indexed it (oldest first).
+  once the idle work has indexed it (oldest first); so is one that follows a NUL character in its
+  text (the scan tests with ``LIKE``: ``fts_query.substring_pattern``).
 - Index segments are merged here too, in small steps (``idle_step``), not by FTS5's automerge
   inside whichever insert crosses a threshold (migration 0009).
 - Functions here take a connection and never commit (like ``ops``).
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+
+from .fts_query import CONTAINS_SQL, substring_pattern
 
 
 def _no_table(exc: sqlite3.OperationalError) -> bool:
@@ -103,9 +106,9 @@ def pending_matches(conn: sqlite3.Connection, terms: tuple[str, ...], where: str
             return []
     except sqlite3.OperationalError:
         return []
-    sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(terms))
+    sub = " AND ".join([CONTAINS_SQL] * len(terms))
     rows = conn.execute(
         f"SELECT a.id FROM (SELECT id FROM tri_pending ORDER BY id DESC LIMIT {SCAN_PENDING}) p"
         f" CROSS JOIN archive a ON a.id = p.id WHERE {where} AND {sub}{extra} ORDER BY a.id DESC LIMIT ?",
-        (*args, *terms, *extra_args, limit)).fetchall()
+        (*args, *map(substring_pattern, terms), *extra_args, limit)).fetchall()
     return [int(r[0]) for r in rows]

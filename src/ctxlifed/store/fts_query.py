@@ -16,6 +16,11 @@ Rules:
   quoted strings only, like the above.
 - ``needs_substring_fallback(term)``: True for a term shorter than 3 characters that contains a CJK
   character — the trigram tokenizer cannot match it, so the store must find it another way.
+- ``substring_pattern(term)``: the ``LIKE`` pattern (with ``CONTAINS_SQL``'s ``ESCAPE``) of a scan
+  for text holding ``term`` anywhere, case folded for ASCII letters only, as SQLite's ``lower()``
+  folds: what ``instr(lower(text), lower(term)) > 0`` tests, without copying every scanned text to
+  fold it. ``%``, ``_`` and the escape character in the term are literal. One difference: LIKE
+  reads a text (and a term) only up to its first NUL character.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ import re
 from ..core.model import _is_cjk
 from ..core.recall_rank import identifier_phrase
 
-__all__ = ["fts_match_expression", "fts_term_expression", "needs_substring_fallback"]
+__all__ = ["CONTAINS_SQL", "fts_match_expression", "fts_term_expression", "needs_substring_fallback",
+           "substring_pattern"]
+
+CONTAINS_SQL = "a.text LIKE ? ESCAPE '\\'"  # one bound ``substring_pattern`` (the row alias is ``a``)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _WORD_RUN = re.compile(r"[^\W_]+")  # a unicode61 token, roughly
@@ -77,3 +85,8 @@ def needs_substring_fallback(term: str) -> bool:
     """True for a term of 1-2 characters containing CJK: the trigram index cannot match it."""
     t = term.strip()
     return 0 < len(t) < 3 and any(_is_cjk(ch) for ch in t)
+
+
+def substring_pattern(term: str) -> str:
+    """The ``CONTAINS_SQL`` parameter for ``term`` (see the module rules)."""
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

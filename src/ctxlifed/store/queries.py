@@ -48,14 +48,16 @@ Rules:
   rowid order within the newest ``TRI_SPAN`` ids and ordered newest first (no bm25: its IDF pass
   reads every match in the index, and FTS5 walks a long trigram phrase backwards slowly).
 - Rows still waiting for the trigram index (``backlog.py``: indexed after the reply, when the
-  writer is idle) are found by ``instr()`` over that backlog and come first (they are the newest),
-  so a row is findable by substring the moment its event is acknowledged.
+  writer is idle) are found by a case-folding substring scan over that backlog (``LIKE``,
+  ``fts_query.substring_pattern``) and come first (they are the newest), so a row is findable by
+  substring the moment its event is acknowledged.
 - 1–2 character CJK terms, which the trigram tokenizer cannot match, are found through it anyway:
   every occurrence followed by another character lies in a trigram that starts with the term, so
   one pass over that term range of the index (``fts5vocab`` 'instance') names every such row; an
   occurrence that ends a text has no such trigram, so the newest ``SHORT_SCAN`` ids are also
   scanned with ``instr()``. ``instr()`` confirms case (the index folds it) and any other short
-  term. Without the trigram index, ``instr()`` scans the newest ``SCAN_CAP`` filtered rows.
+  term. Without the trigram index, the newest ``SCAN_CAP`` filtered rows are scanned (``instr()``
+  for short CJK terms, the case-folding ``LIKE`` scan for the others).
 - ``type:error`` (kinds holding "error" but not "test_result") also matches failed test runs:
   test_result rows whose summary opens ``[test_result FAILED]`` (``core.summarize``'s header).
 - Ranking (``_rank``, rules in ``core/recall_rank.py``): each path's candidates (the word index's
@@ -85,7 +87,7 @@ import sqlite3
 from typing import Any
 
 from ..core import recall_rank as RR
-from .fts_query import fts_match_expression, fts_term_expression, needs_substring_fallback
+from .fts_query import CONTAINS_SQL, fts_match_expression, fts_term_expression, needs_substring_fallback, substring_pattern
 from . import backlog
 from .db import QueryTooBroadError
 
@@ -709,11 +711,11 @@ def search(conn: sqlite3.Connection, *, words: tuple[str, ...], phrases: tuple[s
                     total = min(len(pend) + len(ids), TOTAL_CAP)
         if len(order) < limit and (not trigram or any(len(t) < 3 for t in long_terms)):
             # Terms the indexes cannot serve (no trigram support, or short non-CJK pieces): substring scan.
-            sub = " AND ".join(["instr(lower(a.text), lower(?)) > 0"] * len(long_terms))
+            sub = " AND ".join([CONTAINS_SQL] * len(long_terms))
             rows = conn.execute(
                 f"SELECT a.id FROM (SELECT * FROM archive a WHERE {where} ORDER BY id DESC LIMIT {SCAN_CAP}) a"
                 f" WHERE {sub}{extra} ORDER BY a.id DESC LIMIT ?",
-                (*args, *long_terms, *extra_args, limit)).fetchall()
+                (*args, *map(substring_pattern, long_terms), *extra_args, limit)).fetchall()
             take(_rank(conn, [(r[0], 1.0, None) for r in rows], limit, 10.0, notes))
             total = max(total, len(order))
     elif short:
