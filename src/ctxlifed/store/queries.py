@@ -24,15 +24,17 @@ Rules:
   ``tags`` column holds one token per project, session, phase and kind (``tag_token``), so filters
   are intersected inside the index instead of by visiting every term match. A filter held by more
   than ``TAG_DENSE`` of the newest rows is left to the join (decoding its long doclist costs more
-  than it saves) unless it is the only filter. The join keeps checking every filter either way.
+  than it saves). The join keeps checking every filter either way.
 - bm25 and its cost: FTS5's ``bm25()`` first reads every match of every phrase in the whole index
   (its IDF), whatever the LIMIT. So each term's document frequency is first read from at most
   ``DF_WALK`` of its newest matches (exact below that, else estimated from the id span walked):
   * all terms rarer than ``DF_WALK``: ``bm25()`` on the window, filters by join (bounded: fewer
     than DF_WALK matches per term);
   * else, if the matches bm25 would read (a phrase's counted ``PHRASE_COST`` times: positions) stay
-    within ``BM25_BUDGET``: the window from the index with the tags, then ``bm25()`` for those
-    rows only (``+rowid IN``);
+    within ``BM25_BUDGET``: with a sparse filter, the window from the index with its tags, then
+    ``bm25()`` for those rows only (``+rowid IN``, with the terms alone: a tag in the MATCH would
+    add its whole doclist to the IDF pass); without one, ``bm25()`` on the window in the same
+    statement, filters by join (the rows that pass are the window: nothing is read twice);
   * else (very common terms): bm25 computed here for the window rows, with FTS5's formula and
     parameters: term frequencies from ``highlight()`` (a span of a multi-term query is credited to
     the term it shares the longest prefixes with), document lengths from the index's docsize
@@ -196,21 +198,12 @@ def _tag_expression(conn: sqlite3.Connection, top: int, project: str | None, ses
             wanted.append([tag_token(letter, value)])
     if kinds:
         wanted.append([tag_token("k", k) for k in (*kinds, "test_result") if k in kinds or _with_red_tests(kinds)])
-    dense: list[str] = []
     for toks in wanted:
-        if None in toks:
-            covered = False
+        if None in toks or sum(_density(*_walk(conn, f'tags : "{t}"'), top) for t in toks) > TAG_DENSE:
+            covered = False  # no token for it, or dense: the join's
             continue
         alt = " OR ".join(f'"{t}"' for t in toks)
-        alt = f"({alt})" if len(toks) > 1 else alt
-        if sum(_density(*_walk(conn, f'tags : "{t}"'), top) for t in toks) > TAG_DENSE:
-            dense.append(alt)
-        else:
-            parts.append(alt)
-    if dense and not parts:
-        parts = dense  # dense filters alone: still cheaper in the index than by a join
-    elif dense:
-        covered = False
+        parts.append(f"({alt})" if len(toks) > 1 else alt)
     return (f"tags : ({' AND '.join(parts)})" if parts else ""), covered
 
 
@@ -297,9 +290,12 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     match = f"{words} AND {tags}" if tags else words
     idf_cost = sum(df * (PHRASE_COST if len(_WORD.findall(te)) > 1 else 1)
                    for (df, _exact), te in zip(dfs, term_exprs, strict=True))
+    if idf_cost <= BM25_BUDGET and not tags:
+        # Common, not very common, no sparse filter: bm25() on the window, filters by join.
+        return _ranked_window(conn, "archive_fts", words, where, args, extra, extra_args), words, False
     if idf_cost <= BM25_BUDGET:
-        # Common, not very common: the window from the index (tags), then FTS5's bm25() over that
-        # id range (its IDF pass reads every match of the terms: within budget).
+        # Common, not very common, a sparse filter: the window from the index (tags), then FTS5's
+        # bm25() over that id range (its IDF pass reads every match of the terms: within budget).
         win = conn.execute(
             f"SELECT a.id, a.priority, {_FEATS} FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
             f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
