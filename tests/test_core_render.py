@@ -657,3 +657,21 @@ def test_the_reinjected_decision_form_is_mustsurvives() -> None:
     from ctxlifed.core.mustsurvive import LABELS
 
     assert render._REINJECTED_DECISION == f"- {LABELS['decision']}: "
+
+
+def test_render_recall_says_at_least_when_the_count_was_capped() -> None:
+    """A total the store stopped counting at is a lower bound: the header and the omitted line say so."""
+    out = render_recall([hit(1), hit(2)], "q", total=1000, ctl=CTL, total_capped=True)
+    lines = out.split("\n")
+    assert lines[0] == "**Recall** `q`: at least 1000 matches, best first."
+    assert lines[-2] == "… at least 998 more not shown; narrow with phase:, type: or a quoted phrase."
+
+
+def test_render_recall_leaves_out_a_snippet_the_summary_line_already_shows() -> None:
+    """A snippet whose text (its '…' cut marks aside) is in the summary line adds nothing: no second line."""
+    same = hit(1, summary="[prompt] keep the single writer and the group commit.",
+               snippet="…the single writer and the group commit.")
+    other = hit(2, summary="[prompt] keep the single writer", snippet="…and the group commit of step 4…")
+    out = render_recall([same, other], "group commit", total=2, ctl=CTL)
+    assert "> …the single writer" not in out
+    assert "   > …and the group commit of step 4…" in out

@@ -326,3 +326,37 @@ def test_a_window_of_tied_scores_is_ranked_without_classifying_every_candidate(t
     assert got[1:] == expect[: limit - 1]  # then priority (the oldest of the window), then the newest
     assert ids[-1] not in got  # the echo ranks below every content row
     assert total == 400
+
+
+class _SyncReaders:
+    """The reader pool's interface over one connection (the seam reads.recall uses)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def run(self, fn):
+        return fn(self.conn)
+
+    search = run
+
+
+@pytest.mark.anyio
+async def test_a_recall_whose_count_stopped_at_the_cap_says_at_least(corpus, monkeypatch) -> None:
+    """The store counts matches up to TOTAL_CAP: a total that reached it is a lower bound, and the
+    answer says "at least" (header and omitted line) and flags it; below the cap it is exact."""
+    from ctxlifed.protocol import _methods as methods
+    from ctxlifed.service import reads
+
+    async def recall(query: str) -> methods.RecallResult:
+        return await reads.recall(methods.RecallParams(query=query, project="/p", limit=5),
+                                  readers=_SyncReaders(corpus), trigram=True, clock=lambda: 1000.0)
+
+    exact = await recall("beta")
+    assert (exact.total, exact.total_capped) == (len(_brute(corpus, "beta", project="/p")), False)
+    assert f": {exact.total} matches, best first." in exact.markdown.split("\n")[0]
+    monkeypatch.setattr(queries, "TOTAL_CAP", 40)
+    capped = await recall("alpha")
+    assert (capped.total, capped.total_capped) == (40, True)
+    lines = capped.markdown.split("\n")
+    assert lines[0].endswith(": at least 40 matches, best first.")
+    assert lines[-2].startswith("… at least 35 more not shown")

@@ -567,17 +567,19 @@ def render_compact_advice(phase: str | None, pending: list[str], reason: str, *,
 
 
 def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 1200, *, total: int,
-                  ctl: str) -> str:
+                  ctl: str, total_capped: bool = False) -> str:
     """Markdown answer to a recall query: a header, the ranked hits (one or two lines each: id, kind,
-    phase, UTC minute, tool, session, summary, then the snippet when it adds something), a line saying
-    how many matches are not shown, and "Full text: <ctl> recall --id <id>". Bounded by
-    ``cap_tokens`` and ``MAX_CHARS``; hits are never split."""
+    phase, UTC minute, tool, session, summary, then the snippet when it shows text the summary line
+    does not), a line saying how many matches are not shown, and "Full text: <ctl> recall --id <id>".
+    Bounded by ``cap_tokens`` and ``MAX_CHARS``; hits are never split. ``total_capped``: counting
+    stopped at ``total``, so both counts are lower bounds and say "at least"."""
     q = _code(_one_line(query_text, 120)) if query_text.strip() else "(no words)"
     total = max(total, len(hits))
     if not hits:
         return f"No archived context matches {q}."
     projects = {h.project for h in hits}
-    header = f"**Recall** {q}: {total} match{'' if total == 1 else 'es'}, best first."
+    least = "at least " if total_capped else ""
+    header = f"**Recall** {q}: {least}{total} match{'' if total == 1 else 'es'}, best first."
     footer = f"Full text: {ctl} recall --id <id>"
     items = []
     for i, h in enumerate(hits, 1):
@@ -593,10 +595,11 @@ def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 
         summary = _one_line(h.summary) or _one_line(h.snippet) or "(no summary)"
         line = f"{i}. **#{h.id}** {' · '.join(meta)} — {summary}"
         snippet = _one_line(h.snippet, SNIPPET_CHARS)
-        if snippet and snippet not in summary and summary not in snippet:
+        shown = snippet.strip("…").strip()  # the window's cut marks are not text
+        if shown and shown not in summary and summary not in snippet:
             line += f"\n   > {snippet}"
         items.append(line)
-    more_max = f"… {total} more not shown; narrow with phase:, type: or a quoted phrase."
+    more_max = f"… {least}{total} more not shown; narrow with phase:, type: or a quoted phrase."
     reserve = estimate_tokens(header) + estimate_tokens(footer) + estimate_tokens(more_max) + 3
     char_room = MAX_CHARS - len(header) - len(footer) - len(more_max) - 3
     kept, _ = _take(items, cap_tokens - reserve, char_room)
@@ -605,7 +608,7 @@ def render_recall(hits: Sequence[RecallHit], query_text: str, cap_tokens: int = 
     lines = [header, *kept]
     omitted = total - len(kept)
     if omitted > 0:
-        lines.append(f"… {omitted} more not shown; narrow with phase:, type: or a quoted phrase.")
+        lines.append(f"… {least}{omitted} more not shown; narrow with phase:, type: or a quoted phrase.")
     lines.append(footer)
     return "\n".join(lines)
 

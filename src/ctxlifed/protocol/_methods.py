@@ -218,6 +218,7 @@ class RecallHitView(_R, kw_only=True):
 class RecallResult(_R, kw_only=True):
     markdown: str
     total: int
+    total_capped: bool = False  # counting stopped at ``total``: there are at least that many matches
     hits: list[RecallHitView] = []
     text: str | None = None  # full text for --id
     project: str | None = None  # the project searched; None: every project (or an --id lookup)

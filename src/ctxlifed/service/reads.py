@@ -192,6 +192,7 @@ async def recall(p: methods.RecallParams, *, readers: Readers, trigram: bool,
         raise errors.QueryTooBroad(f"query too broad: {exc}; narrow it (fewer or more specific words, a project,"
                                    " a session, a phase: or type: filter)",
                                    data={"reason": exc.reason, "limit": exc.limit}) from None
+    capped = total >= queries.TOTAL_CAP
     terms = [*q.words, *q.phrases]
     views = []
     rendered = []
@@ -212,14 +213,15 @@ async def recall(p: methods.RecallParams, *, readers: Readers, trigram: bool,
         head = render.render_phase_page(page["id"], page["path"], page["text"], cap_tokens=p.cap_tokens // 2,
                                         ctl=ctl_command())
         rest = render.render_recall(rendered, p.query, cap_tokens=p.cap_tokens - estimate_tokens(head) - 2,
-                                    total=total, ctl=ctl_command()) if rendered else ""
+                                    total=total, ctl=ctl_command(), total_capped=capped) if rendered else ""
         md = "\n\n".join(x for x in (head, rest) if x)
         views.insert(0, _hit_view({"id": page["id"], "session": page["session"] or "", "project": page["project"],
                                    "ts": page["ts"], "kind": "ledger", "phase": q.phase, "tool": None,
                                    "summary": page["path"]}))
-        return methods.RecallResult(markdown=md, total=total + 1, hits=views, project=project)
-    md = render.render_recall(rendered, p.query, cap_tokens=p.cap_tokens, total=total, ctl=ctl_command())
-    return methods.RecallResult(markdown=md, total=total, hits=views, project=project)
+        return methods.RecallResult(markdown=md, total=total + 1, total_capped=capped, hits=views, project=project)
+    md = render.render_recall(rendered, p.query, cap_tokens=p.cap_tokens, total=total, ctl=ctl_command(),
+                              total_capped=capped)
+    return methods.RecallResult(markdown=md, total=total, total_capped=capped, hits=views, project=project)
 
 
 def _hit_view(item: dict[str, Any]) -> methods.RecallHitView:
