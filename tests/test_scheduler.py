@@ -177,3 +177,25 @@ async def test_derive_turn_returns_when_the_last_reply_ends(sched: Scheduler, cl
 @pytest.mark.anyio
 async def test_derive_turn_returns_at_once_for_a_waiter(sched: Scheduler) -> None:
     await _deriver_waits_until(sched, sched.waiting_for_derivation)
+
+
+def test_a_connection_waiting_to_be_accepted_holds_the_deriver_for_the_gap(sched: Scheduler, clock: Clock) -> None:
+    """The deriver shares the event loop with the server: a connection still in the listening queue
+    (the server's probe) gets the quiet gap to begin, after which the replies rule as usual."""
+    assert sched.derive_delay(clock(), arriving=True) == pytest.approx(0.002)
+    assert sched.derive_delay(clock(), arriving=False) == 0.0
+    sched.request_began()
+    assert sched.derive_delay(clock(), arriving=True) is None
+
+
+@pytest.mark.anyio
+async def test_a_queue_that_stays_full_holds_the_deriver_once_per_turn() -> None:
+    """A connection that is never accepted (a server out of descriptors) costs the deriver one gap
+    per turn, never its progress."""
+    sched = Scheduler(derive_quiet_s=0.001)
+    asked: list[bool] = []
+    sched.attach_arrival_probe(lambda: asked.append(True) or True)
+    with anyio.fail_after(10):  # a deadline against a hang, not a speed check
+        await sched.derive_turn()
+        await sched.derive_turn()
+    assert len(asked) == 2

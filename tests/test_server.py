@@ -141,3 +141,32 @@ def test_an_accepted_socket_is_used_only_through_the_connection_class() -> None:
                and not (n.attr == "send" and isinstance(n.value, ast.Name) and n.value.id == "conn")]
     assert outside == []
     assert any(isinstance(n, ast.ClassDef) and n.name == "_Conn" for n in ast.walk(tree))
+
+
+async def test_the_server_tells_when_a_connection_waits_to_be_accepted(short_tmp: Path) -> None:
+    """``connection_waiting`` (the deriver's probe, scheduler rule 3) is true from a client's connect
+    until the accept loop has taken the connection, and false otherwise."""
+
+    async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
+        return {"pong": True}
+
+    server = Server(dispatch, Limits())
+    path = str(short_tmp / "w.sock")
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(path)
+    lsock.listen(16)
+    lsock.setblocking(False)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve_listener, lsock, tg)
+        await anyio.wait_all_tasks_blocked()
+        assert not server.connection_waiting()
+        client.connect(path)  # queued by the kernel; the event loop has not run since
+        assert server.connection_waiting()
+        assert server.scheduler._arrival_probe()  # the server's probe is the scheduler's
+        with anyio.fail_after(10):  # the event loop runs: the accept loop takes it
+            while server.connection_waiting():
+                await anyio.sleep(0)
+        server.begin_stop()
+    client.close()
+    lsock.close()

@@ -21,7 +21,11 @@ Rules (highest priority first):
    when it is longer than ``RECALL_WAIT_JOBS`` (at most ``derive.MAX_BACKLOG`` events; ``status``
    shows it as ``derive_pending``; it drains at the derivation rate, measured in ``bench/RESULTS.md``).
 3. **The derivation backlog** runs only when no frame is being answered and none began for
-   ``DERIVE_QUIET_S`` (``derive_delay``), unless urgent. When the last reply ends it is woken.
+   ``DERIVE_QUIET_S`` (``derive_delay``), unless urgent. When the last reply ends it is woken. A
+   connection waiting in a listening socket's queue counts too (the server's probe,
+   ``attach_arrival_probe``): the deriver shares the event loop, so the server sees a connection
+   only when the deriver lets the loop run; at its next pause the deriver waits for it to begin
+   (``DERIVE_QUIET_S`` at most, then as above) instead of running another step first.
 4. **Idle work** (the writer's trigram indexing and index merges; checkpoints run from their own
    thread and connection) runs only when no frame is being answered and no hook began for
    ``IDLE_QUIET_S`` (``idle_allowed``), in the writer's gaps: a derivation's writer job queued
@@ -83,6 +87,7 @@ class Scheduler:
         self.connections = 0  # connections open on the server
         self.derivations = 0  # derivation jobs queued (the backlog tells)
         self.urgent = 0  # waiters for the derivation backlog: while > 0 the deriver runs flat out
+        self._arrival_probe: Callable[[], bool] = lambda: False
         self._workers: list[IdleWorker] = []
         self._go: anyio.Event | None = None  # a paused deriver waits on it (made lazily: no loop needed)
 
@@ -91,13 +96,16 @@ class Scheduler:
         """At most one connection open (the one asking): nobody else's reply waits behind it."""
         return self.connections <= 1
 
-    def derive_delay(self, now: float) -> float | None:
+    def derive_delay(self, now: float, arriving: bool = False) -> float | None:
         """How long the deriver must still wait: 0 = run now; None = until the replies in progress
-        end (``request_ended`` wakes it); else that many seconds (or until woken)."""
+        end (``request_ended`` wakes it); else that many seconds (or until woken). ``arriving``: a
+        connection waits to be accepted (the probe's answer)."""
         if self.urgent:
             return 0.0
         if self.answering:
             return None
+        if arriving:
+            return self.derive_quiet_s  # let it begin (then: until its reply ends)
         since = now - self.last_request
         return 0.0 if since >= self.derive_quiet_s else self.derive_quiet_s - since
 
@@ -135,6 +143,10 @@ class Scheduler:
         if self.answering == 0:
             self._quiet()
 
+    def attach_arrival_probe(self, probe: Callable[[], bool]) -> None:
+        """``probe()``: True while a connection waits in a listening socket's queue (rule 3)."""
+        self._arrival_probe = probe
+
     def connection_opened(self) -> None:
         self.connections += 1
 
@@ -160,8 +172,11 @@ class Scheduler:
 
     async def derive_turn(self) -> None:
         """Return when the deriver may run its next job or step (``derive_delay``)."""
-        while True:
-            delay = self.derive_delay(self.clock())
+        probed = False  # one wait per turn for a connection on its way: a queue that stays full
+        while True:  # (a server out of descriptors) never stops the deriver
+            arriving = not probed and self._arrival_probe()
+            probed = probed or arriving
+            delay = self.derive_delay(self.clock(), arriving)
             if delay == 0.0:
                 return
             self._go = go = anyio.Event()

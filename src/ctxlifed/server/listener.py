@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -181,6 +182,13 @@ class Server:
         self._accept_scopes: set[anyio.CancelScope] = set()
         self._accepting_loops = 0
         self._accept_done = anyio.Event()
+        self._listening = select.poll()  # the listening sockets, for ``connection_waiting``
+        self.scheduler.attach_arrival_probe(self.connection_waiting)
+
+    def connection_waiting(self) -> bool:
+        """A connection waits in a listening socket's queue (not accepted yet): one ``poll`` with no
+        timeout. The deriver asks at its pauses (``scheduler.py`` rule 3)."""
+        return bool(self._listening.poll(0))
 
     @property
     def active(self) -> int:
@@ -195,6 +203,7 @@ class Server:
         scope = anyio.CancelScope()
         self._accept_scopes.add(scope)
         self._accepting_loops += 1
+        self._listening.register(listener, select.POLLIN)
         try:
             with scope:
                 while self.accepting:
@@ -223,6 +232,7 @@ class Server:
                     tg.start_soon(self._connection, sock)
             self.drained += self._drain_backlog(listener, tg)
         finally:
+            self._listening.unregister(listener)
             self._accept_scopes.discard(scope)
             self._accepting_loops -= 1
             if not self._accepting_loops:
