@@ -187,3 +187,14 @@ async def test_a_job_submitted_after_close_is_answered(short_tmp: Path) -> None:
     w.close()
     with anyio.fail_after(10), pytest.raises(StoreClosedError):
         await w.run(lambda c: 1)
+
+
+def test_reads_take_the_connection_used_last(store) -> None:
+    """The reader pool is last in, first out: sequential reads run on one connection (the warmest
+    page cache), and a read that overlaps another gets a different one."""
+    _w, r = store
+    first = r.run_sync(id)
+    assert r.run_sync(id) == first
+    inner: list[int] = []
+    outer = r.run_sync(lambda c: (inner.append(r.run_sync(id)), id(c))[1])
+    assert outer == first and inner and inner[0] != first

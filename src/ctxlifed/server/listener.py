@@ -3,7 +3,8 @@
 Rules:
 - Thin: bytes in -> ``protocol`` -> ``dispatch`` -> bytes out. No domain logic here.
 - The server tells the daemon's ``Scheduler`` when it begins and ends answering a frame and when a
-  connection opens and closes; background work yields to replies by the rules written there.
+  connection opens and closes, and gives it a probe (``connection_waiting``: a connection queued on
+  a listening socket, not accepted yet); background work yields to replies by the rules written there.
 - Every connection: peer uid checked (SO_PEERCRED) before a byte is read; a foreign uid is closed
   with no answer. Each frame must arrive within ``request_timeout_s`` of its first byte, and a
   connection idle for ``idle_timeout_s`` is closed (slowloris-safe). Frames are capped. A reply

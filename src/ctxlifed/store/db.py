@@ -980,7 +980,9 @@ class Readers:
         self.deadline_s = deadline_s
         self.search_s = search_s
         self._gate = _gate_for(path)
-        self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        # Last in, first out: the connection used last has the warmest page cache (a quiet store keeps
+        # it across reads), and the others stay cold instead of all being half warm.
+        self._pool: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._all: list[sqlite3.Connection] = []
         for _ in range(size):
             c = connect(path, readonly=True)
