@@ -648,7 +648,7 @@ def test_resume_corrects_a_working_zone_figure_the_context_holds() -> None:
     high = render_session_start(make_data("resume", working_pct=0.923, level=3), now=NOW, ctl=CTL)
     assert "Working zone: 92.3% used (level L2→L3)." in high.splitlines()
     low = render_session_start(make_data("resume", working_pct=0.012, level=0), now=NOW + H, ctl=CTL, previous=high)
-    assert low.splitlines()[1:] == ["Working zone: 1.2% used (level none)."]
+    assert low.splitlines()[1:] == ["Working zone: 1.2% used."]  # no level below level 1: none to name
     assert "" == render_session_start(make_data("resume", working_pct=0.923, level=3), now=NOW + H, ctl=CTL, previous=high)
 
 

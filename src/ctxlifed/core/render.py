@@ -372,10 +372,12 @@ def _counts_line(decisions: int, lessons: int, ctl: str) -> str:
 
 
 def _working_figure(d: SessionStartData) -> str:
-    """The Working-zone figure as a line ("" when unknown)."""
+    """The Working-zone figure as a line ("" when unknown); the compression level only from level 1
+    on (below it there is none to name)."""
     if d.working_pct is None or not math.isfinite(d.working_pct):
         return ""
-    return f"{_WORKING_LEAD}{percent(d.working_pct)} used (level {level_name(d.level)})."
+    level = f" (level {level_name(d.level)})" if (d.level or 0) >= 1 else ""
+    return f"{_WORKING_LEAD}{percent(d.working_pct)} used{level}."
 
 
 def _working_line(d: SessionStartData) -> str:
