@@ -24,7 +24,8 @@ Rules:
   ``tags`` column holds one token per project, session, phase and kind (``tag_token``), so filters
   are intersected inside the index instead of by visiting every term match. A filter held by more
   than ``TAG_DENSE`` of the newest rows is left to the join (decoding its long doclist costs more
-  than it saves). The join keeps checking every filter either way.
+  than it saves), unless it is one of several dense filters and the only kind there is (together
+  they may hold few rows: the index intersects them). The join keeps checking every filter either way.
 - bm25 and its cost: FTS5's ``bm25()`` first reads every match of every phrase in the whole index
   (its IDF), whatever the LIMIT. So each term's document frequency is first read from at most
   ``DF_WALK`` of its newest matches (exact below that, else estimated from the id span walked):
@@ -198,12 +199,21 @@ def _tag_expression(conn: sqlite3.Connection, top: int, project: str | None, ses
             wanted.append([tag_token(letter, value)])
     if kinds:
         wanted.append([tag_token("k", k) for k in (*kinds, "test_result") if k in kinds or _with_red_tests(kinds)])
+    dense: list[str] = []
     for toks in wanted:
-        if None in toks or sum(_density(*_walk(conn, f'tags : "{t}"'), top) for t in toks) > TAG_DENSE:
-            covered = False  # no token for it, or dense: the join's
+        if None in toks:
+            covered = False  # no token for it: the join's
             continue
         alt = " OR ".join(f'"{t}"' for t in toks)
-        parts.append(f"({alt})" if len(toks) > 1 else alt)
+        alt = f"({alt})" if len(toks) > 1 else alt
+        if sum(_density(*_walk(conn, f'tags : "{t}"'), top) for t in toks) > TAG_DENSE:
+            dense.append(alt)
+        else:
+            parts.append(alt)
+    if len(dense) > 1 and not parts:
+        parts = dense  # dense filters together may select few rows: the index intersects them
+    elif dense:
+        covered = False  # one dense filter (the join reads at most 1 / TAG_DENSE matches per row it keeps)
     return (f"tags : ({' AND '.join(parts)})" if parts else ""), covered
 
 
