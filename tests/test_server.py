@@ -18,20 +18,26 @@ pytestmark = pytest.mark.anyio
 PING = b'{"jsonrpc":"2.0","method":"ping","id":1}\n'
 
 
-async def test_a_pipelining_client_does_not_starve_another(short_tmp: Path) -> None:
-    """A client that always has the next request ready (it pipelines pings as fast as it can and
-    reads the answers) never makes the server wait for data: without a yield every few frames its
-    task would hold the event loop, and nobody else would be accepted or answered."""
+async def _pong(method: str, params: bytes, rid: Any = None) -> Any:
+    return {"pong": True}  # answers without awaiting anything: the worst case for fairness
 
-    async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
-        return {"pong": True}  # answers without awaiting anything: the worst case for fairness
 
-    server = Server(dispatch, Limits())
-    path = str(short_tmp / "s.sock")
+def _listening(path: str) -> socket.socket:
+    """A non-blocking listening Unix socket at ``path``, as the daemon hands the server one."""
     lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     lsock.bind(path)
     lsock.listen(16)
     lsock.setblocking(False)
+    return lsock
+
+
+async def test_a_pipelining_client_does_not_starve_another(short_tmp: Path) -> None:
+    """A client that always has the next request ready (it pipelines pings as fast as it can and
+    reads the answers) never makes the server wait for data: without a yield every few frames its
+    task would hold the event loop, and nobody else would be accepted or answered."""
+    server = Server(_pong, Limits())
+    path = str(short_tmp / "s.sock")
+    lsock = _listening(path)
     stop = threading.Event()
     deadline = time.monotonic() + 5  # the flood ends by itself: a starved loop then shows as a failure
     answered: list[int] = []
@@ -146,16 +152,9 @@ def test_an_accepted_socket_is_used_only_through_the_connection_class() -> None:
 async def test_the_server_tells_when_a_connection_waits_to_be_accepted(short_tmp: Path) -> None:
     """``connection_waiting`` (the deriver's probe, scheduler rule 3) is true from a client's connect
     until the accept loop has taken the connection, and false otherwise."""
-
-    async def dispatch(method: str, params: bytes, rid: Any = None) -> Any:
-        return {"pong": True}
-
-    server = Server(dispatch, Limits())
+    server = Server(_pong, Limits())
     path = str(short_tmp / "w.sock")
-    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    lsock.bind(path)
-    lsock.listen(16)
-    lsock.setblocking(False)
+    lsock = _listening(path)
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve_listener, lsock, tg)
