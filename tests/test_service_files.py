@@ -163,3 +163,48 @@ def test_ledger_steps_name_their_archive_id_in_time_order(short_tmp: Path) -> No
     got = phase_data(phase_rows("s", 0.0, 100.0, "implementation", conn))
     assert got["done"] == ["merged PR #1 [L2 #1]", "tests failed [L2 #2]", "x.py [L2 #3]"]
     conn.close()
+
+
+def test_a_memory_file_is_read_back_only_as_a_bounded_regular_file(short_tmp: Path) -> None:
+    """L3 files are read with the bounded reader: a FIFO named like one is refused at once (it
+    would block the daemon), a symlink is refused, a file past the bound is refused, so
+    ``append_text`` never rewrites one from a part of it."""
+    mem = short_tmp / "mem"
+    mem.mkdir()
+    fifo = mem / "decisions.md"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        files.read_memory_text(str(fifo))  # returns at once: nobody writes to the FIFO
+    real = mem / "real.md"
+    real.write_text("a\n")
+    (mem / "link.md").symlink_to(real)
+    with pytest.raises(OSError, match="symlink"):
+        files.read_memory_text(str(mem / "link.md"))
+    with pytest.raises(FileNotFoundError):
+        files.read_memory_text(str(mem / "none.md"))
+    big = mem / "big.md"
+    big.write_text("x" * 100)
+    with pytest.raises(OSError, match="larger than"):
+        files.read_memory_text(str(big), 50)
+    assert files.read_memory_text(str(big), 50, cut=True) == "x" * 50
+
+
+def test_a_cut_memory_text_leaves_out_a_character_the_cut_split(short_tmp: Path) -> None:
+    page = short_tmp / "page.md"
+    page.write_text("ab漢", encoding="utf-8")  # 漢 is 3 bytes: a cut at 4 bytes splits it
+    assert files.read_memory_text(str(page), 4, cut=True) == "ab"
+    page.write_bytes(b"ab\xff")
+    with pytest.raises(UnicodeDecodeError):
+        files.read_memory_text(str(page))  # a text that is written back is never read lossily
+    assert files.read_memory_text(str(page), errors="replace") == "ab\ufffd"
+
+
+def test_append_text_leaves_a_memory_file_it_cannot_read_whole_as_it_was(short_tmp: Path) -> None:
+    log = short_tmp / "decisions.md"
+    log.write_text("# Decisions\n- old\n")
+    os.truncate(log, files.MEMORY_FILE_MAX + 1)  # sparse: past the bound without writing it
+    before = os.stat(log)
+    with pytest.raises(OSError, match="larger than"):
+        files.append_text(str(log), "- new\n")
+    after = os.stat(log)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)

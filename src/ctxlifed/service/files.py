@@ -16,16 +16,23 @@ Rules:
   (:func:`l3_readable`); ``Untrusted`` (a ``PathEscape``) says which path failed and why.
 - What ctxlifed creates there is never readable by more than can enter the project root and never
   writable by others (``core.paths.l3_modes``: 0644/0755 in a 0755 repo, 0600/0700 in a 0700 one).
+- An L3 file is read back only through :func:`read_memory_text`: no symlink, nothing but a regular
+  file (a FIFO put there cannot block the daemon), at most ``MEMORY_FILE_MAX`` bytes (a larger one
+  is refused, so a rewrite never drops what it could not read).
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 import os
 import stat
 
 from ..core.paths import l3_modes, untrusted_reason
 from ..runtime.atomic import write_atomic
+from ..runtime.bounded_read import Refused, read_bounded
+
+MEMORY_FILE_MAX = 16 << 20  # bytes of one memory file (decisions.md, history.md, a page) read back
 
 
 class PathEscape(ValueError):
@@ -210,11 +217,27 @@ def atomic_write(path: str, text: str, mode: int = 0o644, dir_mode: int = 0o755)
     write_atomic(path, text, mode)
 
 
+def read_memory_text(path: str, max_bytes: int = MEMORY_FILE_MAX, *, cut: bool = False,
+                     errors: str = "strict") -> str:
+    """The text of the L3 file ``path`` (see the module rules; ``cut``: its first ``max_bytes``
+    instead of a refusal). FileNotFoundError when it does not exist, OSError naming why it was not
+    read otherwise; bytes that are not UTF-8 raise UnicodeDecodeError (``errors="replace"``: read as
+    U+FFFD, for a text that is only indexed, never written back)."""
+    try:
+        data, _st = read_bounded(path, max_bytes, cut=cut)
+    except Refused as exc:
+        if exc.missing:
+            raise FileNotFoundError(f"{path}: {exc}") from None
+        raise OSError(f"{path} not read: {exc}") from None
+    if cut:  # a cut may end inside a character: the incremental decoder leaves that piece out
+        return codecs.getincrementaldecoder("utf-8")(errors).decode(data)
+    return data.decode("utf-8", errors)
+
+
 def append_text(path: str, text: str, header: str = "", mode: int = 0o644, dir_mode: int = 0o755) -> None:
     """Append atomically: rewrite the whole (small) file via atomic_write."""
     try:
-        with open(path, encoding="utf-8") as f:
-            old = f.read()
+        old = read_memory_text(path)
     except FileNotFoundError:
         old = header
     if old and not old.endswith("\n"):

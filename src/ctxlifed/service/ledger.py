@@ -146,8 +146,7 @@ class LedgerWriter:
             target, fmode, dmode = where
             await anyio.to_thread.run_sync(partial(files.append_text, target, entries, header=DECISIONS_HEADER,
                                                    mode=fmode, dir_mode=dmode))
-            with open(target, encoding="utf-8") as f:
-                full = f.read()
+            full = files.read_memory_text(target)
             new_last = max(r[0] for r in rows)
             await self.writer.run(partial(store.after_decisions, target, project, self.clock(), full, new_last))
             self._note(target, full)
@@ -178,8 +177,7 @@ class LedgerWriter:
                 continue
             target, fmode, dmode = where
             try:
-                with open(target, encoding="utf-8") as f:
-                    old = f.read()
+                old = files.read_memory_text(target)
             except OSError:
                 continue
             new = "".join(ln for ln in old.splitlines(keepends=True) if not any(t in ln for t in texts))
@@ -196,11 +194,11 @@ class LedgerWriter:
         mem = os.path.join(project, self.config().memory_dir)
         if not real.startswith(os.path.realpath(mem) + os.sep):
             return False
-        try:
-            with open(real, encoding="utf-8", errors="replace") as f:
-                text = f.read(self.config().archive_max_chars)
+        try:  # at most 4 bytes a character: the text is cut to archive_max_chars below
+            text = files.read_memory_text(real, 4 * self.config().archive_max_chars, cut=True, errors="replace")
         except OSError:
             return False
+        text = text[: self.config().archive_max_chars]
         if self.ours.get(real) == text:
             return False  # our own write coming back through the watcher
         if not files.l3_readable(project, real):
@@ -259,8 +257,7 @@ class LedgerWriter:
                 return out
             target, fmode, dmode = where
             try:
-                with open(target, encoding="utf-8") as f:
-                    existing: str | None = f.read()
+                existing: str | None = files.read_memory_text(target)
             except FileNotFoundError:
                 existing = None
             text = RU.history_text(existing, entries)
@@ -322,8 +319,7 @@ def _session_folders(sessions_dir: str, known: dict[str, tuple[float, int | None
             text = None
             if RU.PAGE_NAME.match(name) and os.path.isfile(path) and not os.path.islink(path):
                 try:
-                    with open(path, encoding="utf-8") as f:
-                        text = f.read(1 << 20)
+                    text = files.read_memory_text(path, 4 << 20, cut=True)[: 1 << 20]
                 except (OSError, UnicodeDecodeError):
                     text = None
             pages.append((path, text))
