@@ -385,16 +385,20 @@ class _Scan(msgspec.Struct, frozen=True):
     counted: bool = False  # its groups are words, counted for the header's facts
     kept: frozenset[str] = frozenset()  # groups (``count:<label>``) whose offsets are kept for the facts
     marks: frozenset[str | None] = frozenset()  # the groups that have a tier
+    # literal characters every match starts with (see _needle): a text without them is not scanned, and a
+    # text with them is scanned from their first occurrence
+    needle: str = ""
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
-          counted: bool = False, kept: frozenset[str] = frozenset()) -> _Scan:
+          counted: bool = False, kept: frozenset[str] = frozenset(), needle: str = "") -> _Scan:
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
         if inf is not None:
             groups.setdefault(inf, set()).add(name)
     return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
-                 kept, frozenset(name for name, inf in info.items() if inf is not None))
+                 kept, frozenset(name for name, inf in info.items() if inf is not None),
+                 needle if len(needle) >= _MIN_NEEDLE else "")
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -614,6 +618,81 @@ def _literal_prefix(rx: str) -> str:
     return "".join(out)
 
 
+# A scan that starts with a literal is only run on a text that holds it: ``str.find`` looks for it several
+# times faster than the engine's own literal search, so a text without it (most texts, for most scans)
+# costs that search only, and one with it is scanned from its first occurrence (a lookbehind or ``\b`` still
+# sees the characters before: the engine checks them against the whole string). A needle shorter than this
+# is too common to rule a text out.
+_MIN_NEEDLE = 2
+_ZERO_WIDTH = ("(?<!", "(?<=", "(?=", "(?!")
+
+
+def _group_end(rx: str, i: int) -> int:
+    """The index after the group that opens at ``rx[i]`` (escapes and classes skipped); -1 when unclosed."""
+    depth = 0
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            n = _first_atom(rx[i:])
+            if n == 0:
+                return -1
+            i += n
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _needle(alt: str) -> str:
+    """The characters every match of the regex branch ``alt`` starts with: its leading unquantified literals,
+    read through zero-width assertions (lookarounds, ``\b``), which do not move the match along."""
+    out = []
+    i = 0
+    while i < len(alt):
+        if alt.startswith(_ZERO_WIDTH, i):
+            j = _group_end(alt, i)
+            if j < 0 or alt[j: j + 1] in ("*", "+", "?", "{"):
+                break
+            i = j
+            continue
+        if alt.startswith("\\b", i):
+            i += 2
+            continue
+        c = alt[i]
+        if c == "\\" and i + 1 < len(alt) and not alt[i + 1].isalnum():
+            char, step = alt[i + 1], 2
+        elif c == "\\" and alt[i + 1: i + 2] in ("n", "t"):
+            char, step = "\n" if alt[i + 1] == "n" else "\t", 2
+        elif c not in ".^$*+?{}[]()|\\":
+            char, step = c, 1
+        else:
+            break
+        if alt[i + step: i + step + 1] in ("*", "+", "?", "{"):
+            break
+        out.append(char)
+        i += step
+    return "".join(out)
+
+
+def _common_needle(alts: Iterable[str]) -> str:
+    needles = [_needle(a) for a in alts]
+    out = needles[0] if needles else ""
+    for nd in needles[1:]:
+        k = 0
+        while k < min(len(out), len(nd)) and out[k] == nd[k]:
+            k += 1
+        out = out[:k]
+    return out
+
+
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above), ``count``
     (whole words found and counted, that mark no line) or ``count:<label>`` (a pattern whose matches'
@@ -660,7 +739,7 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     for prefix, alts in loose.items():
         if len(alts) == 1 and alts[0][2] is None or not prefix:
             assert all(label is None for _a, _i, label in alts), "a labelled count pattern must start with a literal"
-            out += [_scan(re.compile(alt), {None: info}) for alt, info, _label in alts]
+            out += [_scan(re.compile(alt), {None: info}, needle=_needle(alt)) for alt, info, _label in alts]
             continue
         names: dict[str | None, tuple[int, int, bool] | None] = {}
         branches = []
@@ -670,7 +749,8 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
             names[name] = info
             branches.append(f"{alt}(?P<{name}>)")
         out.append(_scan(re.compile(_join_branches(branches)), names,
-                         kept=frozenset(label for _a, _i, label in alts if label)))
+                         kept=frozenset(label for _a, _i, label in alts if label),
+                         needle=_common_needle(alt for alt, _i, _l in alts)))
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
@@ -692,7 +772,10 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     """The start offsets of ``scan``'s matches in ``nb`` and, ``with_groups``, the group each ended in."""
     offsets: list[int] = []
     groups: list[str | None] = []
-    found = scan.rx.finditer(nb)
+    start = nb.find(scan.needle) if scan.needle else 0
+    if start < 0:
+        return offsets, groups
+    found = scan.rx.finditer(nb, start)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
         if with_groups:
@@ -701,7 +784,11 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
 
 
 def _found(scans: list[_Scan], text: str) -> bool:
-    return any(next(_finditer(sc, text), None) is not None for sc in scans)
+    for sc in scans:
+        start = text.find(sc.needle) if sc.needle else 0
+        if start >= 0 and sc.rx.search(text, start) is not None:
+            return True
+    return False
 
 
 _TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
