@@ -827,7 +827,9 @@ _PATTERNS = {
     "other": _compile(_OTHER),
 }
 
-_WARN_RES = (re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))  # file:line ones: count:warning_at
+# (needle, regex): every match holds its needle; the file:line ones are count:warning_at
+_WARN_RES = (("\nwarning", re.compile(r"\nwarning(?:\[\w+\])?: ")),
+             ("warning TS", re.compile(r"warning TS\d+")))
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 _COLON_DIGIT_RE = re.compile(r":\d")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
@@ -851,10 +853,38 @@ def _status_entries(nb: str) -> Counter[str]:
 
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 # one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
-_PY_TEST_FAIL_RE = re.compile(
-    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S++) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
-    r"|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
+# A failing test's id, per runner: (a literal every such line holds, its branch). They are joined as one
+# regex (``\n(?:...)``) of the branches whose literal is in the output (one that is not cannot match, so the
+# matches are the same): an output of one runner is scanned by the literal search of its own branch, not
+# entered at every line by the others'. An indented form is spelled as its own branch (after the plain one)
+# so that a line is entered only when it starts with white space.
+_TEST_FAIL_BRANCHES = (
+    ("\nFAILED ", r"FAILED (?!\()(\S+)"),
+    ("\nFAIL: ", r"FAIL: (\S+)"),
+    ("\nERROR: ", r"ERROR: (\S+)"),
+    (" ... FAILED", r"test (\S++) \.\.\. FAILED"),
+    ("\nnot ok ", r"not ok \d+ - ([^\n]+)"),
+    ("--- FAIL: ", r"--- FAIL: (\S+)|[ \t][ \t]*+--- FAIL: (\S+)"),
+    ("● ", r"● ([^\n]+)|[ \t][ \t]*+● ([^\n]+)"),
 )
+
+
+@functools.lru_cache(maxsize=32)
+def _test_fail_re(present: tuple[int, ...]) -> re.Pattern[str]:
+    return re.compile("\\n(?:" + "|".join(_TEST_FAIL_BRANCHES[i][1] for i in present) + ")")
+
+
+def _failing_test_ids(nb: str) -> set[str]:
+    """The ids of the failing tests named in ``nb``: one branch matches, its group is never empty and findall
+    gives "" for the others: joining the groups gives the id."""
+    present = tuple(i for i, (needle, _b) in enumerate(_TEST_FAIL_BRANCHES) if needle in nb)
+    return set(map("".join, _test_fail_re(present).findall(nb))) if present else set()
+
+
+def _count(rx: re.Pattern[str], needle: str, nb: str) -> int:
+    """How many matches ``rx`` has in ``nb``; every one of them holds ``needle``."""
+    return len(rx.findall(nb)) if needle in nb else 0
+
 
 
 # ---------------------------------------------------------------- helpers
@@ -877,9 +907,7 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
     kind's scans counted (a log's levels); ``kept``: the offsets of its ``count:<label>`` matches."""
     out: list[str] = []
     if kind == "test":
-        # one alternative matches, its group is never empty and findall gives "" for the others: joining the
-        # groups gives the id; a set, not a list (no n² membership tests on a long run)
-        fails = set(map("".join, _PY_TEST_FAIL_RE.findall(nb)))
+        fails = _failing_test_ids(nb)  # a set, not a list (no n² membership tests on a long run)
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
@@ -890,7 +918,7 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
             seg = nb[start: end if end >= 0 else len(nb)]
             k = seg.rfind(" [-W")
             warns[seg[k + 1:] if k >= 0 and seg.endswith("]") else "warning"] += 1
-        if plain := sum(len(rx.findall(nb)) for rx in _WARN_RES):
+        if plain := sum(_count(rx, needle, nb) for needle, rx in _WARN_RES):
             warns["warning"] += plain
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
