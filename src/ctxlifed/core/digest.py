@@ -878,7 +878,10 @@ def _failing_test_ids(nb: str) -> set[str]:
     """The ids of the failing tests named in ``nb``: one branch matches, its group is never empty and findall
     gives "" for the others: joining the groups gives the id."""
     present = tuple(i for i, (needle, _b) in enumerate(_TEST_FAIL_BRANCHES) if needle in nb)
-    return set(map("".join, _test_fail_re(present).findall(nb))) if present else set()
+    if not present:
+        return set()
+    rx = _test_fail_re(present)
+    return set(rx.findall(nb)) if rx.groups == 1 else set(map("".join, rx.findall(nb)))  # one group: its text
 
 
 def _count(rx: re.Pattern[str], needle: str, nb: str) -> int:
