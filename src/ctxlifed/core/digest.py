@@ -797,6 +797,34 @@ _RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)
 
 
 RUNNER_MARKS_SCAN = 16 * 1024  # a runner is recognised by its marks in this many first or last characters
+_RUNNER_NAMES = tuple(_RUNNERS)
+# each runner's marks that are not at a line start (one scan each, with its needle)
+_RUNNER_LOOSE_MARKS = tuple([sc for sc in _RUNNER_SCANS[name][0] if not sc.rx.pattern.startswith("\\n")]
+                            for name in _RUNNER_NAMES)
+
+
+@functools.lru_cache(maxsize=32)
+def _line_start_marks(runners: frozenset[int]) -> _Scan | None:
+    """The line-start marks of ``runners`` joined in one scan whose branches name their runner (``t<index>``)."""
+    spec = [(f"t{i}", "|".join(alt for alt in _alternatives(_RUNNERS[_RUNNER_NAMES[i]][0]) if alt.startswith("\\n")))
+            for i in sorted(runners)]
+    scans = _compile([(tag, pat) for tag, pat in spec if pat])
+    return scans[0] if scans else None
+
+
+def _runners_marked(part: str, runners: frozenset[int]) -> set[int]:
+    """Which of ``runners`` have a mark in ``part``: their marks that need no line start first (each found by its
+    needle), then the line-start marks of the others in ONE pass: each match names a runner, which is then
+    left out and the pass goes on from that match (no runner has a mark before it)."""
+    seen = {i for i in runners if _found(_RUNNER_LOOSE_MARKS[i], part)}
+    left = runners - seen
+    pos = 0
+    while left and (scan := _line_start_marks(left)) is not None and (m := scan.rx.search(part, pos)) is not None:
+        i = scan.info[m.lastgroup][0]  # type: ignore[index]  # the tier names the runner
+        seen.add(i)
+        left = left - {i}
+        pos = m.start()
+    return seen
 
 
 def _test_scans(nb: str) -> list[_Scan]:
@@ -804,7 +832,10 @@ def _test_scans(nb: str) -> list[_Scan]:
     characters (all of them when none is): a runner's banner or first results are at the start of its
     output, its summary at the end."""
     ends = (nb,) if len(nb) <= 2 * RUNNER_MARKS_SCAN else (nb[:RUNNER_MARKS_SCAN], nb[-RUNNER_MARKS_SCAN:])
-    found = [name for name, (marks, _sc) in _RUNNER_SCANS.items() if any(_found(marks, part) for part in ends)]
+    seen: set[int] = set()
+    for part in ends:
+        seen |= _runners_marked(part, frozenset(range(len(_RUNNER_NAMES))) - seen)
+    found = [_RUNNER_NAMES[i] for i in sorted(seen)]
     if len(found) == 1:
         return _RUNNER_SCANS[found[0]][1]
     if not found:
