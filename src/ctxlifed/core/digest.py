@@ -388,6 +388,8 @@ class _Scan(msgspec.Struct, frozen=True):
     # literal characters every match starts with (see _needle): a text without them is not scanned, and a
     # text with them is scanned from their first occurrence
     needle: str = ""
+    # a scan of whole words (see _count_words): (word, tier info or None, its regex ``word\b`` checked behind)
+    words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str]], ...] = ()
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
@@ -754,7 +756,8 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
-        out.append(_scan(rx, dict(words), counted=True))
+        each = tuple((w, inf, re.compile(f"{w}(?<!\\w{w})\\b")) for w, inf in words.items())
+        out.append(msgspec.structs.replace(_scan(rx, dict(words), counted=True), words=each))
     return out
 
 
@@ -781,6 +784,37 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
         if with_groups:
             groups += map(_LASTGROUP, batch)
     return offsets, groups
+
+
+def _borderless(word: str) -> bool:
+    """True when no two occurrences of ``word`` can overlap (no proper prefix of it is also a suffix)."""
+    return not any(word[:k] == word[-k:] for k in range(1, len(word)))
+
+
+def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
+    """Count the whole-word matches of each of ``scan``'s words in ``nb`` and place the lines of those that
+    have a tier. A word is looked for alone (``str.find`` rules most words out, and a word's own literal search
+    is faster than one pass of all of them, which stops at every capital letter). A word only counted costs no
+    match at all when each occurrence is between spaces: the occurrences (``str.count``; they cannot overlap)
+    are then as many as the occurrences of ``" word "``, and all are whole words."""
+    for word, info, rx in scan.words:
+        first = nb.find(word)
+        if first < 0:
+            continue
+        if info is None:
+            total = nb.count(word, first)
+            if not (_borderless(word) and nb.count(f" {word} ", max(first - 1, 0)) == total):
+                total = len(rx.findall(nb, first))
+            if total:
+                words[word] += total
+            continue
+        offsets: list[int] = []
+        matches = rx.finditer(nb, first)
+        while batch := list(islice(matches, _MATCH_BATCH)):
+            offsets += map(_MATCH_START, batch)
+        if offsets:
+            words[word] += len(offsets)
+            _mark(found, _rows(nb, offsets), info, is_log)
 
 
 def _found(scans: list[_Scan], text: str) -> bool:
@@ -1120,6 +1154,9 @@ def digest(
     words: Counter[str] = Counter()  # whole words found, for the facts
     kept: dict[str, list[int]] = {}  # offsets of the matches of count:<label> patterns, for the facts
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
+        if scan.words:
+            _count_words(scan, nb, words, found, is_log)
+            continue
         single = len(scan.by_info) == 1 and not (scan.counted or scan.kept)
         offsets, groups = _where(scan, nb, with_groups=not single)
         if not offsets:
