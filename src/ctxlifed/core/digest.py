@@ -388,8 +388,64 @@ class _Scan(msgspec.Struct, frozen=True):
     # literal characters every match starts with (see _needle): a text without them is not scanned, and a
     # text with them is scanned from their first occurrence
     needle: str = ""
-    # a scan of whole words (see _count_words): (word, tier info or None, its regex ``word\b`` checked behind)
-    words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str]], ...] = ()
+    # a scan of whole words (see _count_words): (word, tier info or None, its regex ``word\b`` checked behind,
+    # and that regex's ASCII twin)
+    words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str], re.Pattern[str]], ...] = ()
+    arx: re.Pattern[str] | None = None  # ``rx`` for an ASCII-only text (see _ascii_twin)
+
+
+# A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
+# the same pattern with ``\w``, ``\d``, ``\s`` and their negations written as the classes they are on ASCII
+# characters (``\s`` is also \x1c-\x1f there), compiled with re.ASCII. On such a text every match is the
+# same; the engine tests a class of plain characters with one bitmap lookup, where a Unicode ``\w`` or
+# ``\d`` calls the Unicode database for every character.
+_ASCII_CLASSES = {"w": "0-9A-Za-z_", "d": "0-9", "s": "\\t-\\r\\x1c- "}
+
+
+def _ascii_form(rx: str) -> str | None:
+    """``rx`` with its class escapes spelled for ASCII text (see above); None when it has one inside a class
+    that cannot be spelled there (a negated escape such as ``[\\S]``)."""
+    out: list[str] = []
+    i = 0
+    in_class = False
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\" and i + 1 < len(rx):
+            esc = rx[i + 1]
+            body = _ASCII_CLASSES.get(esc.lower())
+            if body is None:
+                out.append(rx[i: i + 2])
+            elif in_class:
+                if not esc.islower():
+                    return None
+                out.append(body)
+            else:
+                out.append(("[" if esc.islower() else "[^") + body + "]")
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+            out.append(c)
+            i += 1
+            for lead in ("^", "]"):  # a leading "^" negates; a "]" right after the opening is a literal
+                if rx[i: i + 1] == lead:
+                    out.append(lead)
+                    i += 1
+            continue
+        if c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _ascii_twin(rx: re.Pattern[str]) -> re.Pattern[str]:
+    form = None if rx.flags & (re.X | re.I) else _ascii_form(rx.pattern)
+    return rx if form is None else re.compile(form, (rx.flags & ~re.U) | re.A)
+
+
+def _pick(rx: re.Pattern[str], arx: re.Pattern[str] | None, text: str) -> re.Pattern[str]:
+    return arx if arx is not None and text.isascii() else rx
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
@@ -400,7 +456,7 @@ def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | No
             groups.setdefault(inf, set()).add(name)
     return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
                  kept, frozenset(name for name, inf in info.items() if inf is not None),
-                 needle if len(needle) >= _MIN_NEEDLE else "")
+                 needle if len(needle) >= _MIN_NEEDLE else "", arx=_ascii_twin(rx))
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -756,7 +812,8 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
-        each = tuple((w, inf, re.compile(f"{w}(?<!\\w{w})\\b")) for w, inf in words.items())
+        each = tuple((w, inf, wrx, _ascii_twin(wrx))
+                     for w, inf in words.items() for wrx in [re.compile(f"{w}(?<!\\w{w})\\b")])
         out.append(msgspec.structs.replace(_scan(rx, dict(words), counted=True), words=each))
     return out
 
@@ -778,7 +835,7 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     start = nb.find(scan.needle) if scan.needle else 0
     if start < 0:
         return offsets, groups
-    found = scan.rx.finditer(nb, start)
+    found = _pick(scan.rx, scan.arx, nb).finditer(nb, start)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
         if with_groups:
@@ -797,7 +854,9 @@ def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int
     is faster than one pass of all of them, which stops at every capital letter). A word only counted costs no
     match at all when each occurrence is between spaces: the occurrences (``str.count``; they cannot overlap)
     are then as many as the occurrences of ``" word "``, and all are whole words."""
-    for word, info, rx in scan.words:
+    ascii_only = nb.isascii()
+    for word, info, urx, arx in scan.words:
+        rx = arx if ascii_only else urx
         first = nb.find(word)
         if first < 0:
             continue
@@ -820,7 +879,7 @@ def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int
 def _found(scans: list[_Scan], text: str) -> bool:
     for sc in scans:
         start = text.find(sc.needle) if sc.needle else 0
-        if start >= 0 and sc.rx.search(text, start) is not None:
+        if start >= 0 and _pick(sc.rx, sc.arx, text).search(text, start) is not None:
             return True
     return False
 
@@ -853,7 +912,8 @@ def _runners_marked(part: str, runners: frozenset[int]) -> set[int]:
     seen = {i for i in runners if _found(_RUNNER_LOOSE_MARKS[i], part)}
     left = runners - seen
     pos = 0
-    while left and (scan := _line_start_marks(left)) is not None and (m := scan.rx.search(part, pos)) is not None:
+    while left and (scan := _line_start_marks(left)) is not None and (
+            m := _pick(scan.rx, scan.arx, part).search(part, pos)) is not None:
         i = scan.info[m.lastgroup][0]  # type: ignore[index]  # the tier names the runner
         seen.add(i)
         left = left - {i}
@@ -934,9 +994,10 @@ _TEST_FAIL_BRANCHES = (
 )
 
 
-@functools.lru_cache(maxsize=32)
-def _test_fail_re(present: tuple[int, ...]) -> re.Pattern[str]:
-    return re.compile("\\n(?:" + "|".join(_TEST_FAIL_BRANCHES[i][1] for i in present) + ")")
+@functools.lru_cache(maxsize=64)
+def _test_fail_re(present: tuple[int, ...], ascii_only: bool) -> re.Pattern[str]:
+    rx = re.compile("\\n(?:" + "|".join(_TEST_FAIL_BRANCHES[i][1] for i in present) + ")")
+    return _ascii_twin(rx) if ascii_only else rx
 
 
 def _failing_test_ids(nb: str) -> set[str]:
@@ -945,7 +1006,7 @@ def _failing_test_ids(nb: str) -> set[str]:
     present = tuple(i for i, (needle, _b) in enumerate(_TEST_FAIL_BRANCHES) if needle in nb)
     if not present:
         return set()
-    rx = _test_fail_re(present)
+    rx = _test_fail_re(present, nb.isascii())
     return set(rx.findall(nb)) if rx.groups == 1 else set(map("".join, rx.findall(nb)))  # one group: its text
 
 
