@@ -395,10 +395,10 @@ class _Scan(msgspec.Struct, frozen=True):
 
 
 # A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
-# the same pattern with ``\w``, ``\d``, ``\s`` and their negations written as the classes they are on ASCII
-# characters (``\s`` is also \x1c-\x1f there), compiled with re.ASCII. On such a text every match is the
-# same; the engine tests a class of plain characters with one bitmap lookup, where a Unicode ``\w`` or
-# ``\d`` calls the Unicode database for every character.
+# the same pattern with ``\w`` and ``\d`` (and their negations) written as the classes they are on ASCII
+# characters, compiled with re.ASCII (for ``\b``), white space kept Unicode (``(?u:\s)``; in a class, spelled
+# out: it is also \x1c-\x1f there). On such a text every match is the same; the engine tests a class of
+# plain characters with one bitmap lookup, where a Unicode ``\w`` or ``\d`` calls the Unicode database.
 _ASCII_CLASSES = {"w": "0-9A-Za-z_", "d": "0-9", "s": "\\t-\\r\\x1c- "}
 
 
@@ -419,6 +419,8 @@ def _ascii_form(rx: str) -> str | None:
                 if not esc.islower():
                     return None
                 out.append(body)
+            elif esc in "sS":  # the Unicode test of white space is a table lookup already, and a class is slower
+                out.append(f"(?u:\\{esc})")
             else:
                 out.append(("[" if esc.islower() else "[^") + body + "]")
             i += 2
@@ -681,7 +683,7 @@ def _literal_prefix(rx: str) -> str:
 # costs that search only, and one with it is scanned from its first occurrence (a lookbehind or ``\b`` still
 # sees the characters before: the engine checks them against the whole string). A needle shorter than this
 # is too common to rule a text out.
-_MIN_NEEDLE = 2
+_MIN_NEEDLE = 12
 _ZERO_WIDTH = ("(?<!", "(?<=", "(?=", "(?!")
 
 
@@ -850,16 +852,16 @@ def _borderless(word: str) -> bool:
 
 def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
     """Count the whole-word matches of each of ``scan``'s words in ``nb`` and place the lines of those that
-    have a tier. A word is looked for alone (``str.find`` rules most words out, and a word's own literal search
-    is faster than one pass of all of them, which stops at every capital letter). A word only counted costs no
-    match at all when each occurrence is between spaces: the occurrences (``str.count``; they cannot overlap)
-    are then as many as the occurrences of ``" word "``, and all are whole words."""
+    have a tier. A word is looked for alone: its own literal search is faster than one pass of all of them,
+    which tests every character against their first letters and stops at every capital. A word only counted
+    costs no match object when each occurrence is between spaces: the occurrences (``str.count``; they
+    cannot overlap) are then as many as the occurrences of ``" word "``, and all are whole words."""
     ascii_only = nb.isascii()
     for word, info, urx, arx in scan.words:
         rx = arx if ascii_only else urx
-        first = nb.find(word)
-        if first < 0:
+        if (m := rx.search(nb)) is None:
             continue
+        first = m.start()
         if info is None:
             total = nb.count(word, first)
             if not (_borderless(word) and nb.count(f" {word} ", max(first - 1, 0)) == total):
@@ -952,9 +954,7 @@ _PATTERNS = {
     "other": _compile(_OTHER),
 }
 
-# (needle, regex): every match holds its needle; the file:line ones are count:warning_at
-_WARN_RES = (("\nwarning", re.compile(r"\nwarning(?:\[\w+\])?: ")),
-             ("warning TS", re.compile(r"warning TS\d+")))
+_WARN_RES = (re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))  # file:line ones: count:warning_at
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 _COLON_DIGIT_RE = re.compile(r":\d")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
@@ -978,42 +978,10 @@ def _status_entries(nb: str) -> Counter[str]:
 
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 # one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
-# A failing test's id, per runner: (a literal every such line holds, its branch). They are joined as one
-# regex (``\n(?:...)``) of the branches whose literal is in the output (one that is not cannot match, so the
-# matches are the same): an output of one runner is scanned by the literal search of its own branch, not
-# entered at every line by the others'. An indented form is spelled as its own branch (after the plain one)
-# so that a line is entered only when it starts with white space.
-_TEST_FAIL_BRANCHES = (
-    ("\nFAILED ", r"FAILED (?!\()(\S+)"),
-    ("\nFAIL: ", r"FAIL: (\S+)"),
-    ("\nERROR: ", r"ERROR: (\S+)"),
-    (" ... FAILED", r"test (\S++) \.\.\. FAILED"),
-    ("\nnot ok ", r"not ok \d+ - ([^\n]+)"),
-    ("--- FAIL: ", r"--- FAIL: (\S+)|[ \t][ \t]*+--- FAIL: (\S+)"),
-    ("● ", r"● ([^\n]+)|[ \t][ \t]*+● ([^\n]+)"),
+_PY_TEST_FAIL_RE = re.compile(
+    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S++) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
+    r"|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
 )
-
-
-@functools.lru_cache(maxsize=64)
-def _test_fail_re(present: tuple[int, ...], ascii_only: bool) -> re.Pattern[str]:
-    rx = re.compile("\\n(?:" + "|".join(_TEST_FAIL_BRANCHES[i][1] for i in present) + ")")
-    return _ascii_twin(rx) if ascii_only else rx
-
-
-def _failing_test_ids(nb: str) -> set[str]:
-    """The ids of the failing tests named in ``nb``: one branch matches, its group is never empty and findall
-    gives "" for the others: joining the groups gives the id."""
-    present = tuple(i for i, (needle, _b) in enumerate(_TEST_FAIL_BRANCHES) if needle in nb)
-    if not present:
-        return set()
-    rx = _test_fail_re(present, nb.isascii())
-    return set(rx.findall(nb)) if rx.groups == 1 else set(map("".join, rx.findall(nb)))  # one group: its text
-
-
-def _count(rx: re.Pattern[str], needle: str, nb: str) -> int:
-    """How many matches ``rx`` has in ``nb``; every one of them holds ``needle``."""
-    return len(rx.findall(nb)) if needle in nb else 0
-
 
 
 # ---------------------------------------------------------------- helpers
@@ -1036,7 +1004,9 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
     kind's scans counted (a log's levels); ``kept``: the offsets of its ``count:<label>`` matches."""
     out: list[str] = []
     if kind == "test":
-        fails = _failing_test_ids(nb)  # a set, not a list (no n² membership tests on a long run)
+        # one alternative matches, its group is never empty and findall gives "" for the others: joining the
+        # groups gives the id; a set, not a list (no n² membership tests on a long run)
+        fails = set(map("".join, _PY_TEST_FAIL_RE.findall(nb)))
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
@@ -1047,7 +1017,7 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
             seg = nb[start: end if end >= 0 else len(nb)]
             k = seg.rfind(" [-W")
             warns[seg[k + 1:] if k >= 0 and seg.endswith("]") else "warning"] += 1
-        if plain := sum(_count(rx, needle, nb) for needle, rx in _WARN_RES):
+        if plain := sum(len(rx.findall(nb)) for rx in _WARN_RES):
             warns["warning"] += plain
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
