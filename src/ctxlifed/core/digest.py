@@ -66,7 +66,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, compress, islice, repeat
-from operator import add, attrgetter, not_, sub
+from operator import add, attrgetter, le, not_, sub
 from typing import Literal
 
 import msgspec
@@ -1118,8 +1118,10 @@ def _cut_len(n: int) -> int:
 def _costs(lines: list[str], rows: list[int], ascii_only: bool, *, cut: bool) -> list[int]:
     """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline."""
     if ascii_only:
-        lens = map(len, map(lines.__getitem__, rows))
-        return [((_cut_len(m) if cut else m) + 3 >> 2) + 1 for m in lens]
+        lens = list(map(len, map(lines.__getitem__, rows)))
+        if cut and lens and max(lens) > MAX_LINE_CHARS:
+            return [((m if m <= MAX_LINE_CHARS else _cut_len(m)) + 3 >> 2) + 1 for m in lens]
+        return [(m + 3 >> 2) + 1 for m in lens]  # no line is cut: no call per line
     return [estimate_tokens(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
 
 
@@ -1134,17 +1136,16 @@ def _fit(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, 
     left = room - (cum[k - 1] if k else 0)
     if k == len(rows) or min(costs[k:]) > left:  # nothing after the prefix fits: no step per row
         return taken, room - left, len(rows) - k
-    skipped = 0
-    for j in range(k, len(rows)):
+    # room only shrinks: a row that does not fit in what is left now never will, so only the rows that do
+    # are stepped through (the others are counted as skipped)
+    after = len(rows) - k
+    for j in compress(range(k, len(rows)), map(le, costs[k:], repeat(left))):
         if left < 2:
-            skipped += len(rows) - j
             break
         if costs[j] <= left:
             taken.append(rows[j])
             left -= costs[j]
-        else:
-            skipped += 1
-    return taken, room - left, skipped
+    return taken, room - left, after - (len(taken) - k)
 
 
 # ---------------------------------------------------------------- the digest
