@@ -306,7 +306,7 @@ def test_joined_line_start_scan_matches_like_the_plain_join_on_any_text(parts: l
 def test_fast_starts_rewrites_a_leading_quantifier_or_group_to_a_literal_or_class_start() -> None:
     from ctxlifed.core.digest import _fast_starts
 
-    assert _fast_starts(r"\d+ errors?") == [r"\d\d* errors?"]
+    assert _fast_starts(r"\d+ errors?") == [r"\d\d*+ errors?"]  # a digit run before a space: possessive
     assert _fast_starts(r"\s*Finished ") == [r"\s\s*+Finished ", "Finished "]
     assert _fast_starts(r"_{3,} x") == [r"__{2,} x"]
     assert _fast_starts(r"[A-Z]{1,4}\d") == [r"[A-Z][A-Z]{0,3}\d"]
@@ -316,11 +316,21 @@ def test_fast_starts_rewrites_a_leading_quantifier_or_group_to_a_literal_or_clas
     assert _fast_starts("FAILED ") == ["FAILED "]
 
 
+def test_fast_starts_takes_a_run_possessively_only_before_a_character_it_cannot_match() -> None:
+    from ctxlifed.core.digest import _fast_starts
+
+    assert _fast_starts(r"\d* 5") == [r"\d\d*+ 5", " 5"]
+    assert _fast_starts(r"[a-z]+:") == [r"[a-z][a-z]*+:"]
+    assert _fast_starts("a*a") == ["aa*a", "a"]  # the run could give back what follows it
+    assert _fast_starts(r"\d+7") == [r"\d\d*7"]
+    assert _fast_starts(r"\d+ ?x") == [r"\d\d* ?x"]  # what follows is optional: not a required character
+
+
 def test_fast_starts_takes_leading_white_space_possessively_only_before_a_non_space() -> None:
     from ctxlifed.core.digest import _fast_starts
 
     assert _fast_starts("\\s*✕ ") == ["\\s\\s*+✕ ", "✕ "]
-    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d\\d* passing"]  # what follows the run is spelled out too
+    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d\\d*+ passing"]  # what follows the run is spelled out too
     assert _fast_starts("\\s*(?:a|b)x") == ["\\s\\s*+ax", "\\s\\s*+bx", "ax", "bx"]
     assert _fast_starts("\\s*[●✕] ") == ["\\s\\s*+[●✕] ", "[●✕] "]
     assert _fast_starts("\\s*(?:a|\\s)x") == ["\\s\\s*(?:a|\\s)x", "ax", "\\sx"]  # the rest may start with a space

@@ -532,6 +532,16 @@ def _no_space_start(alt: str) -> bool:
     return alt[0] not in ".^$*+?{}[]()|" and not alt[0].isspace()
 
 
+def _ends_run(atom: str, after: str) -> bool:
+    """True when ``after`` starts with a required character (a literal or a class of a few) that ``atom``
+    cannot match: a run of ``atom`` before it never gives characters back in a match."""
+    n = _first_atom(after)
+    if n == 0 or after[n: n + 1] in ("*", "?", "{"):
+        return False
+    chars = _chars(after[:n])
+    return chars is not None and not any(re.fullmatch(atom, c) for c in chars)
+
+
 def _fast_starts(alt: str, depth: int = 0) -> list[str]:
     """Branches equivalent, in this order, to the regex branch ``alt`` (same matches, same spans, tried in
     the same order), each starting with a literal or a class where that can be done: ``X+r`` ->
@@ -554,7 +564,8 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
         return [alt]
     # Leading white space before something that cannot start with white space: giving some of it back
     # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
-    star = "*+" if atom in (r"\s", _HSPACE) and _no_space_start(after) else "*"
+    # So is a run followed by a character it cannot match (``\d\d* errors`` -> ``\d\d*+ errors``).
+    star = "*+" if atom in (r"\s", _HSPACE) and _no_space_start(after) or _ends_run(atom, after) else "*"
     # After a possessive run, what follows is tried once, where the run ends: its own alternatives can be
     # spelled out after the run too (``X*+(?:A|B)r`` -> ``X*+Ar | X*+Br``), so that the branches that
     # share the run can be joined under it and told apart by their first letter (see _join_branches).
