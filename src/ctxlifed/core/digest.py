@@ -52,8 +52,14 @@ Rules:
 - Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
   engine, never per line from Python; the line-start patterns of a kind are one joined regex whose
   branches that start alike share that start (see the comment above :func:`_compile`); no pattern
-  backtracks through a line where a possessive form is equivalent. Any such rewrite keeps the same
-  matches (tested against the plain forms). Matches become line indexes and tiers through
+  backtracks through a line where a possessive form is equivalent. An all-ASCII text is scanned by ASCII
+  twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
+  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are found one word at a
+  time and, when only counted, counted without matches where they can be (:func:`_count_words`); a test
+  run's runners are recognised by one pass of all their line-start marks (:func:`_runners_marked`). Any
+  such rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
+  it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
+  literal search, though it runs fewer instructions. Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
   the running cost.
 """
