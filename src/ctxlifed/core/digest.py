@@ -210,8 +210,8 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
     sample = head[:8192]
     n = sample.count("\n")
     if n >= 8:
-        stamps = len(_CLOCK_RE.findall(sample))
-        if max(stamps, len(_LEVEL_RE.findall(sample))) * 2 >= n:  # half the lines timestamped or levelled
+        # half the lines timestamped or levelled (the levels are not counted when the stamps are enough)
+        if len(_CLOCK_RE.findall(sample)) * 2 >= n or len(_LEVEL_RE.findall(sample)) * 2 >= n:
             return "log"
         if len(_MATCH_LINE_RE.findall(sample)) * 5 >= n * 3:
             return "search"
