@@ -547,9 +547,7 @@ def test_log_words_counted_one_at_a_time_are_those_one_pass_of_all_counts(parts:
     scan = next(sc for sc in D._PATTERNS["log"] if sc.words)
     words: Counter[str] = Counter()
     found: tuple[set[int], ...] = (set(), set(), set(), set())
-    placed: list = []
-    D._count_words(scan, nb, words, placed)
-    D._place(found, nb, placed, True)
+    D._count_words(scan, nb, words, found, True)
     assert (dict(words), [set(s) for s in found]) == _counted_by_one_pass(scan, nb)
 
 

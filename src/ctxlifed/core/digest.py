@@ -71,7 +71,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, chain, compress, islice, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import add, attrgetter, le, not_, sub
 from typing import Literal
 
@@ -867,10 +867,9 @@ def _borderless(word: str) -> bool:
     return not any(word[:k] == word[-k:] for k in range(1, len(word)))
 
 
-def _count_words(scan: _Scan, nb: str, words: Counter[str],
-                 placed: list[tuple[list[int], tuple[int, int, bool]]]) -> None:
-    """Count the whole-word matches of each of ``scan``'s words in ``nb`` and add the offsets of those that
-    have a tier to ``placed``. A word is looked for alone: its own literal search is faster than one pass of all of them,
+def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
+    """Count the whole-word matches of each of ``scan``'s words in ``nb`` and place the lines of those that
+    have a tier. A word is looked for alone: its own literal search is faster than one pass of all of them,
     which tests every character against their first letters and stops at every capital. A word only counted
     costs no match object when each occurrence is between spaces: the occurrences (``str.count``; they
     cannot overlap) are then as many as the occurrences of ``" word "``, and all are whole words."""
@@ -893,7 +892,7 @@ def _count_words(scan: _Scan, nb: str, words: Counter[str],
             offsets += map(_MATCH_START, batch)
         if offsets:
             words[word] += len(offsets)
-            placed.append((offsets, info))
+            _mark(found, _rows(nb, offsets), info, is_log)
 
 
 def _found(scans: list[_Scan], text: str) -> bool:
@@ -1117,20 +1116,6 @@ def _rows(nb: str, offsets: list[int]) -> list[int]:
     return list(accumulate(map(nb.count, repeat("\n"), [1, *ends[:-1]], ends)))
 
 
-def _place(found: tuple[set[int], ...], nb: str, placed: list[tuple[list[int], tuple[int, int, bool]]],
-           is_log: bool) -> None:
-    """Mark the lines of every scan's matches (``placed``: ascending offsets and where they go): the offsets of
-    all scans become line indexes in ONE reading of the text (:func:`_rows` reads it up to the last offset)."""
-    placed = [(offsets, info) for offsets, info in placed if offsets]
-    if len(placed) == 1:
-        _mark(found, _rows(nb, placed[0][0]), placed[0][1], is_log)
-        return
-    every = sorted(set(chain.from_iterable(offsets for offsets, _info in placed)))
-    row_of = dict(zip(every, _rows(nb, every)))
-    for offsets, info in placed:
-        _mark(found, list(map(row_of.__getitem__, offsets)), info, is_log)
-
-
 def _mark(found: tuple[set[int], ...], rows: list[int], info: tuple[int, int, bool], is_log: bool) -> None:
     """Put the matched lines ``rows`` in their tier, and the lines that follow them (or, for a log's error
     lines, the line before) where ``info`` says; indexes past the ends are dropped later."""
@@ -1217,17 +1202,16 @@ def digest(
     is_log = k == "log"
     words: Counter[str] = Counter()  # whole words found, for the facts
     kept: dict[str, list[int]] = {}  # offsets of the matches of count:<label> patterns, for the facts
-    placed: list[tuple[list[int], tuple[int, int, bool]]] = []  # offsets of matches, and where their lines go
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
         if scan.words:
-            _count_words(scan, nb, words, placed)
+            _count_words(scan, nb, words, found, is_log)
             continue
         single = len(scan.by_info) == 1 and not (scan.counted or scan.kept)
         offsets, groups = _where(scan, nb, with_groups=not single)
         if not offsets:
             continue
         if single:
-            placed.append((offsets, scan.by_info[0][0]))
+            _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
             continue
         if groups.count(groups[0]) == len(groups):  # one branch every time (a long list of one kind)
             g = groups[0]
@@ -1236,7 +1220,7 @@ def digest(
             if g in scan.kept:
                 kept[g] = offsets  # type: ignore[index]
             if (info := scan.info[g]) is not None:
-                placed.append((offsets, info))
+                _mark(found, _rows(nb, offsets), info, is_log)
             continue
         if scan.counted:
             words.update(groups)
@@ -1245,9 +1229,9 @@ def digest(
         if scan.counted or scan.kept:
             marking = list(map(scan.marks.__contains__, groups))  # what is only counted is not placed
             offsets, groups = list(compress(offsets, marking)), list(compress(groups, marking))
+        rows = _rows(nb, offsets)
         for info, names in scan.by_info:
-            placed.append((list(compress(offsets, map(names.__contains__, groups))), info))
-    _place(found, nb, placed, is_log)
+            _mark(found, list(compress(rows, map(names.__contains__, groups))), info, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
         found[0].add(last)
