@@ -54,9 +54,9 @@ Rules:
   branches that start alike share that start (see the comment above :func:`_compile`); no pattern
   backtracks through a line where a possessive form is equivalent. An all-ASCII text is scanned by ASCII
   twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
-  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are found one word at a
-  time and, when only counted, counted without matches where they can be (:func:`_count_words`); a test
-  run's runners are recognised by one pass of all their line-start marks (:func:`_runners_marked`). Any
+  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
+  that gives each match as its word's text, with no match object, and only the words with a tier that were
+  found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all their line-start marks (:func:`_runners_marked`). Any
   such rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
   it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
   literal search, though it runs fewer instructions. Matches become line indexes and tiers through
@@ -398,6 +398,9 @@ class _Scan(msgspec.Struct, frozen=True):
     # and that regex's ASCII twin)
     words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str], re.Pattern[str]], ...] = ()
     arx: re.Pattern[str] | None = None  # ``rx`` for an ASCII-only text (see _ascii_twin)
+    # for a scan of words: all of them in one regex whose one group is the word, and its ASCII twin
+    count_rx: re.Pattern[str] | None = None
+    count_arx: re.Pattern[str] | None = None
 
 
 # A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
@@ -833,7 +836,9 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
         each = tuple((w, inf, wrx, _ascii_twin(wrx))
                      for w, inf in words.items() for wrx in [re.compile(f"{w}(?<!\\w{w})\\b")])
-        out.append(msgspec.structs.replace(_scan(rx, dict(words), counted=True), words=each))
+        count_rx = re.compile("(" + _join_branches([f"{w}(?<!\\w{w})\\b" for w in words]) + ")")
+        out.append(msgspec.structs.replace(_scan(rx, dict(words), counted=True), words=each, count_rx=count_rx,
+                                           count_arx=_ascii_twin(count_rx)))
     return out
 
 
@@ -862,37 +867,24 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     return offsets, groups
 
 
-def _borderless(word: str) -> bool:
-    """True when no two occurrences of ``word`` can overlap (no proper prefix of it is also a suffix)."""
-    return not any(word[:k] == word[-k:] for k in range(1, len(word)))
-
-
 def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
-    """Count the whole-word matches of each of ``scan``'s words in ``nb`` and place the lines of those that
-    have a tier. A word is looked for alone: its own literal search is faster than one pass of all of them,
-    which tests every character against their first letters and stops at every capital. A word only counted
-    costs no match object when each occurrence is between spaces: the occurrences (``str.count``; they
-    cannot overlap) are then as many as the occurrences of ``" word "``, and all are whole words."""
+    """Count the whole-word matches of ``scan``'s words in ``nb`` and place the lines of those that have a
+    tier. One pass of all of them (:attr:`_Scan.count_rx`, its one group the word) gives each match as the
+    word's text, counted in C: no match object per match (a log has a level word on every line). Only the
+    words with a tier that were found are looked for again, each alone, for their offsets."""
+    counts = Counter(_pick(scan.count_rx, scan.count_arx, nb).findall(nb))  # type: ignore[arg-type]
     ascii_only = nb.isascii()
     for word, info, urx, arx in scan.words:
-        rx = arx if ascii_only else urx
-        if (m := rx.search(nb)) is None:
+        if not (found_n := counts[word]):
             continue
-        first = m.start()
+        words[word] += found_n
         if info is None:
-            total = nb.count(word, first)
-            if not (_borderless(word) and nb.count(f" {word} ", max(first - 1, 0)) == total):
-                total = len(rx.findall(nb, first))
-            if total:
-                words[word] += total
             continue
         offsets: list[int] = []
-        matches = rx.finditer(nb, first)
+        matches = (arx if ascii_only else urx).finditer(nb)
         while batch := list(islice(matches, _MATCH_BATCH)):
             offsets += map(_MATCH_START, batch)
-        if offsets:
-            words[word] += len(offsets)
-            _mark(found, _rows(nb, offsets), info, is_log)
+        _mark(found, _rows(nb, offsets), info, is_log)
 
 
 def _found(scans: list[_Scan], text: str) -> bool:
