@@ -175,7 +175,9 @@ _TEXT_BUILD = [("t0",
 _TEXT_INSTALL = [("t0",
                   r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
                   r"|\nERROR: (?:Could not find a version|No matching distribution)")]
-_TEXT_DIFF_RE = re.compile(r"diff --git a/|--- a/\S+\n\+\+\+ b/")
+# a diff: "diff --git a/" (a plain substring test), or a unified header, found from its literal start (the two
+# as one alternation would test every character against both first letters)
+_TEXT_DIFF_HEADER_RE = re.compile(r"--- a/\S+\n\+\+\+ b/")
 # hh:mm:ss, found from its first ":" (a literal the engine searches fast) and checked behind
 _CLOCK_RE = re.compile(r":\d\d:\d\d(?<=\d\d:\d\d:\d\d)")
 _MATCH_LINE_RE = re.compile(r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)")
@@ -205,7 +207,8 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
         return "install"
     if _found(_TEXT_SCANS["build"], head):
         return "build"
-    if _TEXT_DIFF_RE.search(head[:4096]):
+    diff_head = head[:4096]
+    if "diff --git a/" in diff_head or _TEXT_DIFF_HEADER_RE.search(diff_head):
         return "diff"
     sample = head[:8192]
     n = sample.count("\n")
