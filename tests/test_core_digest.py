@@ -610,3 +610,14 @@ def test_needle_reads_leading_literals_through_zero_width_assertions() -> None:
     assert _needle(r"ab?c") == "a"
     assert _needle(r"Traceback \(most recent call last\)") == "Traceback (most recent call last)"
     assert _needle(r"\d+ x") == ""
+
+
+def test_git_status_lines_of_only_a_tab_are_not_entries() -> None:
+    # two such lines in a row: "\n\t\n" overlaps itself, and str.count (which the entries were counted with)
+    # counted one of them as an entry
+    from collections import Counter
+
+    from ctxlifed.core.digest import _status_entries
+
+    nb = "\nOn branch main\nUntracked files:\n\ta.py\n\tb.py\n\t\n\t\n\t \n\tmodified:   c.py\n"
+    assert _status_entries(nb) == Counter({"untracked/other": 2, "modified": 1})

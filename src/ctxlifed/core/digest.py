@@ -978,12 +978,18 @@ _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
 
 
+# a line that starts with a tab and then a non-blank character; the group: its ``<label>`` when it is one
+_STATUS_ENTRY_RE = re.compile(r"\n\t(?![\t \n\r\x0b\x0c])(?:(" + "|".join(map(re.escape, STATUS_LABELS)) + r"):)?")
+
+
 def _status_entries(nb: str) -> Counter[str]:
     """``git status`` entries by label: the lines that start with a tab and then a non-blank character,
-    ``<label>:`` or an untracked path. Counted with ``str.count`` (no pass of a regex per line)."""
-    tabbed = nb.count("\n\t") - sum(nb.count("\n\t" + ws) for ws in ("\t", " ", "\n", "\r", "\x0b", "\x0c"))
-    items = Counter({label: c for label in STATUS_LABELS if (c := nb.count(f"\n\t{label}:"))})
-    if (other := tabbed - sum(items.values())) > 0:
+    ``<label>:`` or an untracked path. One pass of a regex found by its literal "\n\t", each entry given as
+    its label (or "") and counted in C: a count per label and per blank took a pass of the text each."""
+    found = Counter(_STATUS_ENTRY_RE.findall(nb))
+    other = found.pop("", 0)
+    items = Counter({label: found[label] for label in STATUS_LABELS if found[label]})
+    if other > 0:
         items["untracked/other"] = other
     return items
 
