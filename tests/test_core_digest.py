@@ -306,7 +306,7 @@ def test_joined_line_start_scan_matches_like_the_plain_join_on_any_text(parts: l
 def test_fast_starts_rewrites_a_leading_quantifier_or_group_to_a_literal_or_class_start() -> None:
     from ctxlifed.core.digest import _fast_starts
 
-    assert _fast_starts(r"\d+ errors?") == [r"\d\d* errors?"]
+    assert _fast_starts(r"\d+ errors?") == [r"\d\d*+ errors?"]  # a digit run before a space: possessive
     assert _fast_starts(r"\s*Finished ") == [r"\s\s*+Finished ", "Finished "]
     assert _fast_starts(r"_{3,} x") == [r"__{2,} x"]
     assert _fast_starts(r"[A-Z]{1,4}\d") == [r"[A-Z][A-Z]{0,3}\d"]
@@ -316,11 +316,21 @@ def test_fast_starts_rewrites_a_leading_quantifier_or_group_to_a_literal_or_clas
     assert _fast_starts("FAILED ") == ["FAILED "]
 
 
+def test_fast_starts_takes_a_run_possessively_only_before_a_character_it_cannot_match() -> None:
+    from ctxlifed.core.digest import _fast_starts
+
+    assert _fast_starts(r"\d* 5") == [r"\d\d*+ 5", " 5"]
+    assert _fast_starts(r"[a-z]+:") == [r"[a-z][a-z]*+:"]
+    assert _fast_starts("a*a") == ["aa*a", "a"]  # the run could give back what follows it
+    assert _fast_starts(r"\d+7") == [r"\d\d*7"]
+    assert _fast_starts(r"\d+ ?x") == [r"\d\d* ?x"]  # what follows is optional: not a required character
+
+
 def test_fast_starts_takes_leading_white_space_possessively_only_before_a_non_space() -> None:
     from ctxlifed.core.digest import _fast_starts
 
     assert _fast_starts("\\s*✕ ") == ["\\s\\s*+✕ ", "✕ "]
-    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d\\d* passing"]  # what follows the run is spelled out too
+    assert _fast_starts("\\s+\\d+ passing") == ["\\s\\s*+\\d\\d*+ passing"]  # what follows the run is spelled out too
     assert _fast_starts("\\s*(?:a|b)x") == ["\\s\\s*+ax", "\\s\\s*+bx", "ax", "bx"]
     assert _fast_starts("\\s*[●✕] ") == ["\\s\\s*+[●✕] ", "[●✕] "]
     assert _fast_starts("\\s*(?:a|\\s)x") == ["\\s\\s*(?:a|\\s)x", "ax", "\\sx"]  # the rest may start with a space
@@ -450,3 +460,164 @@ def test_summary_lines_are_bounded_too_the_last_first() -> None:
     assert d.must_omitted > 0 and d.tokens < 400
     assert f"[{d.must_omitted} more summary lines not shown (too many): see the full output]" in d.text.split("\n")
     assert "nothing added to commit" in d.text.split("\n")
+
+
+# ---------------------------------------------------------------- the cheaper forms find what the plain ones find
+
+def _all_scans() -> list:
+    from ctxlifed.core import digest as D
+
+    scans = [sc for kind in D._PATTERNS.values() for sc in kind] + [sc for kind in D._TEXT_SCANS.values() for sc in kind]
+    scans += [sc for marks, spec in D._RUNNER_SCANS.values() for sc in (*marks, *spec)]
+    scans.append(D._line_start_marks(frozenset(range(len(D._RUNNER_NAMES)))))
+    return scans
+
+
+def _matches(rx: re.Pattern[str], nb: str) -> list[tuple[int, int, str | None]]:
+    return [(m.start(), m.end(), m.lastgroup) for m in rx.finditer(nb)]
+
+
+def _same_on_ascii(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    assert nb.isascii()
+    for sc in _all_scans():
+        assert sc.arx is not None and sc.arx is not sc.rx
+        assert _matches(sc.arx, nb) == _matches(sc.rx, nb), sc.rx.pattern
+        for _word, _info, urx, arx in sc.words:
+            assert _matches(arx, nb) == _matches(urx, nb)
+        if sc.needle:
+            assert all(nb.startswith(sc.needle, m.start()) for m in sc.rx.finditer(nb))
+    for rx in (D._PY_TEST_FAIL_RE, *D._WARN_RES):
+        assert _matches(D._ascii_twin(rx), nb) == _matches(rx, nb)
+
+
+def test_ascii_twins_find_what_the_patterns_find_on_the_ascii_corpus() -> None:
+    texts = [text for _n, _m, text in corpus() if text.isascii()]
+    assert len(texts) >= 10
+    for text in texts:
+        _same_on_ascii("\n" + text)
+
+
+_ASCII_PARTS = ["\n", " ", "  ", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "_", "a", "Z", "7", "12", ":", ".", "-", "/",
+                "E", "ERROR", "INFO", "WARN", "WARNING", "Error", "ValueError: x", "error: ", "error[E1]: ", "FAILED ",
+                "ok ", "Tests: ", "3 passed", "== ", "___ ", "x.py:3: ", "a.c:1:2: error: ", "F401 ", "not ok 1",
+                "--- FAIL: ", "panic: ", "test x ... FAILED", "Ran 2 tests", "::t PASSED", "left: ", ">", "File \"a\", line 2"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_ASCII_PARTS), max_size=60))
+def test_ascii_twins_find_what_the_patterns_find_on_any_ascii_text(parts: list[str]) -> None:
+    _same_on_ascii("\n" + "".join(parts))
+
+
+def test_ascii_form_spells_class_escapes_and_keeps_white_space_unicode() -> None:
+    from ctxlifed.core.digest import _ascii_form
+
+    assert _ascii_form(r"\w+\d\s\S\W") == r"[0-9A-Za-z_]+[0-9](?u:\s)(?u:\S)[^0-9A-Za-z_]"
+    assert _ascii_form(r"[^\s:][\w./\\-]") == r"[^\t-\r\x1c- :][0-9A-Za-z_./\\-]"
+    assert _ascii_form(r"[\S]") is None  # a negated escape inside a class is not spelled: no twin
+
+
+def _counted_by_one_pass(scan, nb: str) -> tuple[dict[str, int], list[set[int]]]:
+    """What the one pass of all of a scan's words (its ``rx``) counts and places."""
+    from collections import Counter
+
+    from ctxlifed.core import digest as D
+
+    words: Counter[str] = Counter()
+    found: tuple[set[int], ...] = (set(), set(), set(), set())
+    offsets, groups = [m.start() for m in scan.rx.finditer(nb)], [m.lastgroup for m in scan.rx.finditer(nb)]
+    words.update(groups)
+    for off, g in zip(offsets, groups):
+        if scan.info[g] is not None:
+            D._mark(found, D._rows(nb, [off]), scan.info[g], True)
+    return dict(words), [set(s) for s in found]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "INFO", "DEBUG", "ERROR", "WARN", "WARNING", "x", "_", "[", "]", "é", "9",
+                                 "INFOINFO", " INFO ", "TRACE", "Exception", "NOTICE", ":"]), max_size=50))
+def test_log_words_counted_one_at_a_time_are_those_one_pass_of_all_counts(parts: list[str]) -> None:
+    from collections import Counter
+
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    scan = next(sc for sc in D._PATTERNS["log"] if sc.words)
+    words: Counter[str] = Counter()
+    found: tuple[set[int], ...] = (set(), set(), set(), set())
+    D._count_words(scan, nb, words, found, True)
+    assert (dict(words), [set(s) for s in found]) == _counted_by_one_pass(scan, nb)
+
+
+def _runners_each_alone(part: str) -> set[int]:
+    from ctxlifed.core import digest as D
+
+    return {i for i, name in enumerate(D._RUNNER_NAMES) if D._found(D._RUNNER_SCANS[name][0], part)}
+
+
+def test_runners_found_by_one_pass_of_their_marks_are_those_each_finds_alone_on_the_corpus() -> None:
+    from ctxlifed.core import digest as D
+
+    everyone = frozenset(range(len(D._RUNNER_NAMES)))
+    for _n, _m, text in corpus():
+        assert D._runners_marked("\n" + text, everyone) == _runners_each_alone("\n" + text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "  ", "x", "test session starts", "::t PASSED", "PASSED a::b", "E   ",
+                                 "___ t", "Ran 3 tests", "FAIL: ", ") ... ok\n", "test result: ", "panicked at ",
+                                 "=== RUN", "--- FAIL", "ok  pkg 0.1s", "TAP version", "# Subtest", "Tests: 3",
+                                 "3 passing (", "● ", "== x in 1.0s"]), max_size=40))
+def test_runners_found_by_one_pass_of_their_marks_are_those_each_finds_alone(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    part = "\n" + "".join(parts)
+    assert D._runners_marked(part, frozenset(range(len(D._RUNNER_NAMES)))) == _runners_each_alone(part)
+
+
+def _fit_step_per_row(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, int]:
+    taken: list[int] = []
+    left = room
+    skipped = 0
+    for j, row in enumerate(rows):
+        if left < 2:
+            skipped += len(rows) - j
+            break
+        if costs[j] <= left:
+            taken.append(row)
+            left -= costs[j]
+        else:
+            skipped += 1
+    return taken, room - left, skipped
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(min_value=2, max_value=40), max_size=40), st.integers(min_value=0, max_value=300))
+def test_fit_takes_what_a_step_per_row_takes(costs: list[int], room: int) -> None:
+    from ctxlifed.core.digest import _fit
+
+    rows = list(range(100, 100 + len(costs)))
+    assert _fit(rows, costs, room) == _fit_step_per_row(rows, costs, room)
+
+
+def test_needle_reads_leading_literals_through_zero_width_assertions() -> None:
+    from ctxlifed.core.digest import _needle
+
+    assert _needle(r"fatal(?<!\wfatal): ") == "fatal: "
+    assert _needle(r"No(?<!\wNo) such file or directory\b") == "No such file or directory"
+    assert _needle(r"ab?c") == "a"
+    assert _needle(r"Traceback \(most recent call last\)") == "Traceback (most recent call last)"
+    assert _needle(r"\d+ x") == ""
+
+
+def test_git_status_lines_of_only_a_tab_are_not_entries() -> None:
+    # two such lines in a row: "\n\t\n" overlaps itself, and str.count (which the entries were counted with)
+    # counted one of them as an entry
+    from collections import Counter
+
+    from ctxlifed.core.digest import _status_entries
+
+    nb = "\nOn branch main\nUntracked files:\n\ta.py\n\tb.py\n\t\n\t\n\t \n\tmodified:   c.py\n"
+    assert _status_entries(nb) == Counter({"untracked/other": 2, "modified": 1})

@@ -52,8 +52,15 @@ Rules:
 - Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
   engine, never per line from Python; the line-start patterns of a kind are one joined regex whose
   branches that start alike share that start (see the comment above :func:`_compile`); no pattern
-  backtracks through a line where a possessive form is equivalent. Any such rewrite keeps the same
-  matches (tested against the plain forms). Matches become line indexes and tiers through
+  backtracks through a line where a possessive form is equivalent. An all-ASCII text is scanned by ASCII
+  twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
+  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
+  that gives each match as its word's text, with no match object, and only the words with a tier that were
+  found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
+  their line-start marks (:func:`_runners_marked`); ``git status`` entries are counted in one pass. Any such
+  rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
+  it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
+  literal search, though it runs fewer instructions. Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
   the running cost.
 """
@@ -66,7 +73,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, compress, islice, repeat
-from operator import add, attrgetter, not_, sub
+from operator import add, attrgetter, le, not_, sub
 from typing import Literal
 
 import msgspec
@@ -169,7 +176,9 @@ _TEXT_BUILD = [("t0",
 _TEXT_INSTALL = [("t0",
                   r"\nSuccessfully installed |\nRequirement already satisfied: |\nnpm (?:ERR!|error) |\nadded \d+ packages?"
                   r"|\nERROR: (?:Could not find a version|No matching distribution)")]
-_TEXT_DIFF_RE = re.compile(r"diff --git a/|--- a/\S+\n\+\+\+ b/")
+# a diff: "diff --git a/" (a plain substring test), or a unified header, found from its literal start (the two
+# as one alternation would test every character against both first letters)
+_TEXT_DIFF_HEADER_RE = re.compile(r"--- a/\S+\n\+\+\+ b/")
 # hh:mm:ss, found from its first ":" (a literal the engine searches fast) and checked behind
 _CLOCK_RE = re.compile(r":\d\d:\d\d(?<=\d\d:\d\d:\d\d)")
 _MATCH_LINE_RE = re.compile(r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)")
@@ -199,13 +208,14 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
         return "install"
     if _found(_TEXT_SCANS["build"], head):
         return "build"
-    if _TEXT_DIFF_RE.search(head[:4096]):
+    diff_head = head[:4096]
+    if "diff --git a/" in diff_head or _TEXT_DIFF_HEADER_RE.search(diff_head):
         return "diff"
     sample = head[:8192]
     n = sample.count("\n")
     if n >= 8:
-        stamps = len(_CLOCK_RE.findall(sample))
-        if max(stamps, len(_LEVEL_RE.findall(sample))) * 2 >= n:  # half the lines timestamped or levelled
+        # half the lines timestamped or levelled (the levels are not counted when the stamps are enough)
+        if len(_CLOCK_RE.findall(sample)) * 2 >= n or len(_LEVEL_RE.findall(sample)) * 2 >= n:
             return "log"
         if len(_MATCH_LINE_RE.findall(sample)) * 5 >= n * 3:
             return "search"
@@ -385,16 +395,83 @@ class _Scan(msgspec.Struct, frozen=True):
     counted: bool = False  # its groups are words, counted for the header's facts
     kept: frozenset[str] = frozenset()  # groups (``count:<label>``) whose offsets are kept for the facts
     marks: frozenset[str | None] = frozenset()  # the groups that have a tier
+    # literal characters every match starts with (see _needle): a text without them is not scanned, and a
+    # text with them is scanned from their first occurrence
+    needle: str = ""
+    # a scan of whole words (see _count_words): (word, tier info or None, its regex ``word\b`` checked behind,
+    # and that regex's ASCII twin)
+    words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str], re.Pattern[str]], ...] = ()
+    arx: re.Pattern[str] | None = None  # ``rx`` for an ASCII-only text (see _ascii_twin)
+    # for a scan of words: all of them in one regex whose one group is the word, and its ASCII twin
+    count_rx: re.Pattern[str] | None = None
+    count_arx: re.Pattern[str] | None = None
+
+
+# A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
+# the same pattern with ``\w`` and ``\d`` (and their negations) written as the classes they are on ASCII
+# characters, compiled with re.ASCII (for ``\b``), white space kept Unicode (``(?u:\s)``; in a class, spelled
+# out: it is also \x1c-\x1f there). On such a text every match is the same; the engine tests a class of
+# plain characters with one bitmap lookup, where a Unicode ``\w`` or ``\d`` calls the Unicode database.
+_ASCII_CLASSES = {"w": "0-9A-Za-z_", "d": "0-9", "s": "\\t-\\r\\x1c- "}
+
+
+def _ascii_form(rx: str) -> str | None:
+    """``rx`` with its class escapes spelled for ASCII text (see above); None when it has one inside a class
+    that cannot be spelled there (a negated escape such as ``[\\S]``)."""
+    out: list[str] = []
+    i = 0
+    in_class = False
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\" and i + 1 < len(rx):
+            esc = rx[i + 1]
+            body = _ASCII_CLASSES.get(esc.lower())
+            if body is None:
+                out.append(rx[i: i + 2])
+            elif in_class:
+                if not esc.islower():
+                    return None
+                out.append(body)
+            elif esc in "sS":  # the Unicode test of white space is a table lookup already, and a class is slower
+                out.append(f"(?u:\\{esc})")
+            else:
+                out.append(("[" if esc.islower() else "[^") + body + "]")
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+            out.append(c)
+            i += 1
+            for lead in ("^", "]"):  # a leading "^" negates; a "]" right after the opening is a literal
+                if rx[i: i + 1] == lead:
+                    out.append(lead)
+                    i += 1
+            continue
+        if c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _ascii_twin(rx: re.Pattern[str]) -> re.Pattern[str]:
+    form = None if rx.flags & (re.X | re.I) else _ascii_form(rx.pattern)
+    return rx if form is None else re.compile(form, (rx.flags & ~re.U) | re.A)
+
+
+def _pick(rx: re.Pattern[str], arx: re.Pattern[str] | None, text: str) -> re.Pattern[str]:
+    return arx if arx is not None and text.isascii() else rx
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
-          counted: bool = False, kept: frozenset[str] = frozenset()) -> _Scan:
+          counted: bool = False, kept: frozenset[str] = frozenset(), needle: str = "") -> _Scan:
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
         if inf is not None:
             groups.setdefault(inf, set()).add(name)
     return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
-                 kept, frozenset(name for name, inf in info.items() if inf is not None))
+                 kept, frozenset(name for name, inf in info.items() if inf is not None),
+                 needle if len(needle) >= _MIN_NEEDLE else "", arx=_ascii_twin(rx))
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -468,6 +545,16 @@ def _no_space_start(alt: str) -> bool:
     return alt[0] not in ".^$*+?{}[]()|" and not alt[0].isspace()
 
 
+def _ends_run(atom: str, after: str) -> bool:
+    """True when ``after`` starts with a required character (a literal or a class of a few) that ``atom``
+    cannot match: a run of ``atom`` before it never gives characters back in a match."""
+    n = _first_atom(after)
+    if n == 0 or after[n: n + 1] in ("*", "?", "{"):
+        return False
+    chars = _chars(after[:n])
+    return chars is not None and not any(re.fullmatch(atom, c) for c in chars)
+
+
 def _fast_starts(alt: str, depth: int = 0) -> list[str]:
     """Branches equivalent, in this order, to the regex branch ``alt`` (same matches, same spans, tried in
     the same order), each starting with a literal or a class where that can be done: ``X+r`` ->
@@ -490,7 +577,8 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
         return [alt]
     # Leading white space before something that cannot start with white space: giving some of it back
     # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
-    star = "*+" if atom in (r"\s", _HSPACE) and _no_space_start(after) else "*"
+    # So is a run followed by a character it cannot match (``\d\d* errors`` -> ``\d\d*+ errors``).
+    star = "*+" if atom in (r"\s", _HSPACE) and _no_space_start(after) or _ends_run(atom, after) else "*"
     # After a possessive run, what follows is tried once, where the run ends: its own alternatives can be
     # spelled out after the run too (``X*+(?:A|B)r`` -> ``X*+Ar | X*+Br``), so that the branches that
     # share the run can be joined under it and told apart by their first letter (see _join_branches).
@@ -614,6 +702,81 @@ def _literal_prefix(rx: str) -> str:
     return "".join(out)
 
 
+# A scan that starts with a literal is only run on a text that holds it: ``str.find`` looks for it several
+# times faster than the engine's own literal search, so a text without it (most texts, for most scans)
+# costs that search only, and one with it is scanned from its first occurrence (a lookbehind or ``\b`` still
+# sees the characters before: the engine checks them against the whole string). A needle shorter than this
+# is too common to rule a text out.
+_MIN_NEEDLE = 12
+_ZERO_WIDTH = ("(?<!", "(?<=", "(?=", "(?!")
+
+
+def _group_end(rx: str, i: int) -> int:
+    """The index after the group that opens at ``rx[i]`` (escapes and classes skipped); -1 when unclosed."""
+    depth = 0
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            n = _first_atom(rx[i:])
+            if n == 0:
+                return -1
+            i += n
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _needle(alt: str) -> str:
+    """The characters every match of the regex branch ``alt`` starts with: its leading unquantified literals,
+    read through zero-width assertions (lookarounds, ``\b``), which do not move the match along."""
+    out = []
+    i = 0
+    while i < len(alt):
+        if alt.startswith(_ZERO_WIDTH, i):
+            j = _group_end(alt, i)
+            if j < 0 or alt[j: j + 1] in ("*", "+", "?", "{"):
+                break
+            i = j
+            continue
+        if alt.startswith("\\b", i):
+            i += 2
+            continue
+        c = alt[i]
+        if c == "\\" and i + 1 < len(alt) and not alt[i + 1].isalnum():
+            char, step = alt[i + 1], 2
+        elif c == "\\" and alt[i + 1: i + 2] in ("n", "t"):
+            char, step = "\n" if alt[i + 1] == "n" else "\t", 2
+        elif c not in ".^$*+?{}[]()|\\":
+            char, step = c, 1
+        else:
+            break
+        if alt[i + step: i + step + 1] in ("*", "+", "?", "{"):
+            break
+        out.append(char)
+        i += step
+    return "".join(out)
+
+
+def _common_needle(alts: Iterable[str]) -> str:
+    needles = [_needle(a) for a in alts]
+    out = needles[0] if needles else ""
+    for nd in needles[1:]:
+        k = 0
+        while k < min(len(out), len(nd)) and out[k] == nd[k]:
+            k += 1
+        out = out[:k]
+    return out
+
+
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above), ``count``
     (whole words found and counted, that mark no line) or ``count:<label>`` (a pattern whose matches'
@@ -660,7 +823,7 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     for prefix, alts in loose.items():
         if len(alts) == 1 and alts[0][2] is None or not prefix:
             assert all(label is None for _a, _i, label in alts), "a labelled count pattern must start with a literal"
-            out += [_scan(re.compile(alt), {None: info}) for alt, info, _label in alts]
+            out += [_scan(re.compile(alt), {None: info}, needle=_needle(alt)) for alt, info, _label in alts]
             continue
         names: dict[str | None, tuple[int, int, bool] | None] = {}
         branches = []
@@ -670,11 +833,16 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
             names[name] = info
             branches.append(f"{alt}(?P<{name}>)")
         out.append(_scan(re.compile(_join_branches(branches)), names,
-                         kept=frozenset(label for _a, _i, label in alts if label)))
+                         kept=frozenset(label for _a, _i, label in alts if label),
+                         needle=_common_needle(alt for alt, _i, _l in alts)))
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
-        out.append(_scan(rx, dict(words), counted=True))
+        each = tuple((w, inf, wrx, _ascii_twin(wrx))
+                     for w, inf in words.items() for wrx in [re.compile(f"{w}(?<!\\w{w})\\b")])
+        count_rx = re.compile("(" + _join_branches([f"{w}(?<!\\w{w})\\b" for w in words]) + ")")
+        out.append(msgspec.structs.replace(_scan(rx, dict(words), counted=True), words=each, count_rx=count_rx,
+                                           count_arx=_ascii_twin(count_rx)))
     return out
 
 
@@ -692,7 +860,10 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     """The start offsets of ``scan``'s matches in ``nb`` and, ``with_groups``, the group each ended in."""
     offsets: list[int] = []
     groups: list[str | None] = []
-    found = scan.rx.finditer(nb)
+    start = nb.find(scan.needle) if scan.needle else 0
+    if start < 0:
+        return offsets, groups
+    found = _pick(scan.rx, scan.arx, nb).finditer(nb, start)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
         if with_groups:
@@ -700,8 +871,32 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     return offsets, groups
 
 
+def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
+    """Count the whole-word matches of ``scan``'s words in ``nb`` and place the lines of those that have a
+    tier. One pass of all of them (:attr:`_Scan.count_rx`, its one group the word) gives each match as the
+    word's text, counted in C: no match object per match (a log has a level word on every line). Only the
+    words with a tier that were found are looked for again, each alone, for their offsets."""
+    counts = Counter(_pick(scan.count_rx, scan.count_arx, nb).findall(nb))  # type: ignore[arg-type]
+    ascii_only = nb.isascii()
+    for word, info, urx, arx in scan.words:
+        if not (found_n := counts[word]):
+            continue
+        words[word] += found_n
+        if info is None:
+            continue
+        offsets: list[int] = []
+        matches = (arx if ascii_only else urx).finditer(nb)
+        while batch := list(islice(matches, _MATCH_BATCH)):
+            offsets += map(_MATCH_START, batch)
+        _mark(found, _rows(nb, offsets), info, is_log)
+
+
 def _found(scans: list[_Scan], text: str) -> bool:
-    return any(next(_finditer(sc, text), None) is not None for sc in scans)
+    for sc in scans:
+        start = text.find(sc.needle) if sc.needle else 0
+        if start >= 0 and _pick(sc.rx, sc.arx, text).search(text, start) is not None:
+            return True
+    return False
 
 
 _TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
@@ -710,6 +905,35 @@ _RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)
 
 
 RUNNER_MARKS_SCAN = 16 * 1024  # a runner is recognised by its marks in this many first or last characters
+_RUNNER_NAMES = tuple(_RUNNERS)
+# each runner's marks that are not at a line start (one scan each, with its needle)
+_RUNNER_LOOSE_MARKS = tuple([sc for sc in _RUNNER_SCANS[name][0] if not sc.rx.pattern.startswith("\\n")]
+                            for name in _RUNNER_NAMES)
+
+
+@functools.lru_cache(maxsize=32)
+def _line_start_marks(runners: frozenset[int]) -> _Scan | None:
+    """The line-start marks of ``runners`` joined in one scan whose branches name their runner (``t<index>``)."""
+    spec = [(f"t{i}", "|".join(alt for alt in _alternatives(_RUNNERS[_RUNNER_NAMES[i]][0]) if alt.startswith("\\n")))
+            for i in sorted(runners)]
+    scans = _compile([(tag, pat) for tag, pat in spec if pat])
+    return scans[0] if scans else None
+
+
+def _runners_marked(part: str, runners: frozenset[int]) -> set[int]:
+    """Which of ``runners`` have a mark in ``part``: their marks that need no line start first (each found by its
+    needle), then the line-start marks of the others in ONE pass: each match names a runner, which is then
+    left out and the pass goes on from that match (no runner has a mark before it)."""
+    seen = {i for i in runners if _found(_RUNNER_LOOSE_MARKS[i], part)}
+    left = runners - seen
+    pos = 0
+    while left and (scan := _line_start_marks(left)) is not None and (
+            m := _pick(scan.rx, scan.arx, part).search(part, pos)) is not None:
+        i = scan.info[m.lastgroup][0]  # type: ignore[index]  # the tier names the runner
+        seen.add(i)
+        left = left - {i}
+        pos = m.start()
+    return seen
 
 
 def _test_scans(nb: str) -> list[_Scan]:
@@ -717,7 +941,10 @@ def _test_scans(nb: str) -> list[_Scan]:
     characters (all of them when none is): a runner's banner or first results are at the start of its
     output, its summary at the end."""
     ends = (nb,) if len(nb) <= 2 * RUNNER_MARKS_SCAN else (nb[:RUNNER_MARKS_SCAN], nb[-RUNNER_MARKS_SCAN:])
-    found = [name for name, (marks, _sc) in _RUNNER_SCANS.items() if any(_found(marks, part) for part in ends)]
+    seen: set[int] = set()
+    for part in ends:
+        seen |= _runners_marked(part, frozenset(range(len(_RUNNER_NAMES))) - seen)
+    found = [_RUNNER_NAMES[i] for i in sorted(seen)]
     if len(found) == 1:
         return _RUNNER_SCANS[found[0]][1]
     if not found:
@@ -752,12 +979,18 @@ _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
 STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
 
 
+# a line that starts with a tab and then a non-blank character; the group: its ``<label>`` when it is one
+_STATUS_ENTRY_RE = re.compile(r"\n\t(?![\t \n\r\x0b\x0c])(?:(" + "|".join(map(re.escape, STATUS_LABELS)) + r"):)?")
+
+
 def _status_entries(nb: str) -> Counter[str]:
     """``git status`` entries by label: the lines that start with a tab and then a non-blank character,
-    ``<label>:`` or an untracked path. Counted with ``str.count`` (no pass of a regex per line)."""
-    tabbed = nb.count("\n\t") - sum(nb.count("\n\t" + ws) for ws in ("\t", " ", "\n", "\r", "\x0b", "\x0c"))
-    items = Counter({label: c for label in STATUS_LABELS if (c := nb.count(f"\n\t{label}:"))})
-    if (other := tabbed - sum(items.values())) > 0:
+    ``<label>:`` or an untracked path. One pass of a regex found by its literal "\n\t", each entry given as
+    its label (or "") and counted in C: a count per label and per blank took a pass of the text each."""
+    found = Counter(_STATUS_ENTRY_RE.findall(nb))
+    other = found.pop("", 0)
+    items = Counter({label: found[label] for label in STATUS_LABELS if found[label]})
+    if other > 0:
         items["untracked/other"] = other
     return items
 
@@ -904,8 +1137,10 @@ def _cut_len(n: int) -> int:
 def _costs(lines: list[str], rows: list[int], ascii_only: bool, *, cut: bool) -> list[int]:
     """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline."""
     if ascii_only:
-        lens = map(len, map(lines.__getitem__, rows))
-        return [((_cut_len(m) if cut else m) + 3 >> 2) + 1 for m in lens]
+        lens = list(map(len, map(lines.__getitem__, rows)))
+        if cut and lens and max(lens) > MAX_LINE_CHARS:
+            return [((m if m <= MAX_LINE_CHARS else _cut_len(m)) + 3 >> 2) + 1 for m in lens]
+        return [(m + 3 >> 2) + 1 for m in lens]  # no line is cut: no call per line
     return [estimate_tokens(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
 
 
@@ -920,17 +1155,16 @@ def _fit(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, 
     left = room - (cum[k - 1] if k else 0)
     if k == len(rows) or min(costs[k:]) > left:  # nothing after the prefix fits: no step per row
         return taken, room - left, len(rows) - k
-    skipped = 0
-    for j in range(k, len(rows)):
+    # room only shrinks: a row that does not fit in what is left now never will, so only the rows that do
+    # are stepped through (the others are counted as skipped)
+    after = len(rows) - k
+    for j in compress(range(k, len(rows)), map(le, costs[k:], repeat(left))):
         if left < 2:
-            skipped += len(rows) - j
             break
         if costs[j] <= left:
             taken.append(rows[j])
             left -= costs[j]
-        else:
-            skipped += 1
-    return taken, room - left, skipped
+    return taken, room - left, after - (len(taken) - k)
 
 
 # ---------------------------------------------------------------- the digest
@@ -971,6 +1205,9 @@ def digest(
     words: Counter[str] = Counter()  # whole words found, for the facts
     kept: dict[str, list[int]] = {}  # offsets of the matches of count:<label> patterns, for the facts
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
+        if scan.words:
+            _count_words(scan, nb, words, found, is_log)
+            continue
         single = len(scan.by_info) == 1 and not (scan.counted or scan.kept)
         offsets, groups = _where(scan, nb, with_groups=not single)
         if not offsets:
