@@ -341,3 +341,28 @@ def test_emergency_ledger_when_autocompact_is_near(daemon: Any) -> None:
     assert pages and "emergency" in (s.project / "docs/memory/sessions" / s.sid / pages[-1]).read_text().lower()
     assert "systemMessage" not in s.prompt("and more")
     assert any("auto-compaction is 7,000 tokens away" in a for a in s.status()["advice"])
+
+
+def test_a_resume_right_after_a_compaction_counts_the_system_prompt(daemon: Any) -> None:
+    """After /compact, Claude Code's SessionStart(resume) ``context_tokens`` is the boundary's figure:
+    the compacted messages only. The window also holds the system prompt and tools, so the context
+    is their sum (as for the boundary itself), never the messages alone (a 0 % Working zone)."""
+    s = Session(daemon)
+    s.usage(20_000)  # the first request: the fixed part (system prompt and tools)
+    s.hook("SessionStart", source="startup")
+    s.usage(150_000)
+    s.prompt("go on")
+    boundary = {"type": "system", "subtype": "compact_boundary", "uuid": "cb1", "parentUuid": None,
+                "timestamp": "2026-11-29T10:05:00.000Z", "sessionId": s.sid, "isSidechain": False,
+                "compactMetadata": {"trigger": "manual", "preTokens": 150_000, "postTokens": 3_000}}
+    with open(s.transcript, "a") as f:
+        f.write(json.dumps(boundary) + "\n")
+    s.hook("SessionStart", source="compact")
+    after_boundary = s.status()["context_tokens"]
+    assert 23_000 <= after_boundary < 25_000  # the boundary's messages + the fixed part (+ what was injected)
+    s.hook("SessionStart", source="resume", context_tokens=3_000, seconds_since_last_response=5)
+    assert 23_000 <= s.status()["context_tokens"] < 25_000
+    s.usage(24_000)  # the next response's usage: a real figure again
+    s.prompt("continue")
+    s.hook("SessionStart", source="resume", context_tokens=24_000, seconds_since_last_response=5)
+    assert 24_000 <= s.status()["context_tokens"] < 25_000  # Claude Code's figure, taken as it is

@@ -380,7 +380,11 @@ class Service:
                   else None)
         await pause()
         if isinstance(hook, SessionStart):
-            if hook.context_tokens is not None:
+            if hook.context_tokens is not None and st.context_from_boundary:
+                # Right after a compaction Claude Code's figure is the boundary's: the compacted
+                # messages only; the window also holds the system prompt and tools (transcript_reader).
+                st.context_tokens, st.estimated = hook.context_tokens + (st.system_tokens or 0), True
+            elif hook.context_tokens is not None:
                 st.context_tokens, st.estimated = hook.context_tokens, False
             if hook.model:
                 st.model = hook.model

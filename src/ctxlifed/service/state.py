@@ -36,6 +36,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     model: str | None = None
     context_tokens: int | None = None
     estimated: bool = True
+    # The transcript's latest figure is a compaction boundary's (no usage since): Claude Code's own
+    # figure then counts the compacted messages only, without the system prompt and tools.
+    context_from_boundary: bool = False
     system_tokens: int | None = None  # the first request's size: the fixed part
     ledger_tokens: int = 0  # what ctxlifed injected since the last compaction (estimate)
     level: int = 0  # last compression level applied

@@ -146,8 +146,10 @@ class TranscriptReader:
             # A boundary's post tokens count the compacted messages only: the next request also
             # carries the system prompt and tools (the fixed part), so the context is their sum.
             st.context_tokens, st.estimated = ctx + (st.system_tokens or 0), True
+            st.context_from_boundary = True
         elif ctx is not None:
             st.context_tokens, st.estimated = ctx, False
+            st.context_from_boundary = False
         st.acc = accounting.fold(st.acc, delta)
         cost.fold(st, delta, self.config(), from_start=from_start)
         if delta.boundaries:
