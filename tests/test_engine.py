@@ -360,6 +360,11 @@ def test_a_resume_right_after_a_compaction_counts_the_system_prompt(daemon: Any)
     s.hook("SessionStart", source="compact")
     after_boundary = s.status()["context_tokens"]
     assert 23_000 <= after_boundary < 25_000  # the boundary's messages + the fixed part (+ what was injected)
+    summary = {"type": "user", "uuid": "cs1", "parentUuid": "cb1", "isSidechain": False, "isCompactSummary": True,
+               "timestamp": "2026-11-29T10:05:01.000Z", "sessionId": s.sid,
+               "message": {"role": "user", "content": "This session is being continued from a previous conversation."}}
+    with open(s.transcript, "a") as f:  # lines that say nothing of the size come before the resume
+        f.write(json.dumps(summary) + "\n")
     s.hook("SessionStart", source="resume", context_tokens=3_000, seconds_since_last_response=5)
     assert 23_000 <= s.status()["context_tokens"] < 25_000
     s.usage(24_000)  # the next response's usage: a real figure again

@@ -140,7 +140,7 @@ class TranscriptReader:
             st.model = delta.model
         if delta.first_usage is not None and st.system_tokens is None:
             st.system_tokens = delta.first_usage.context_tokens
-        ctx = transcript.context_after(delta, st.context_tokens)
+        ctx = transcript.context_after(delta, None)  # None: this chunk says nothing of the size
         if ctx is not None and delta.boundaries and ctx == delta.boundaries[-1].post_tokens and (
                 delta.compacted_last or delta.last_usage is None):
             # A boundary's post tokens count the compacted messages only: the next request also
