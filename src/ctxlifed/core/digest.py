@@ -683,22 +683,30 @@ _WHOLE_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)\\b")
 _LEADING_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")
 
 
+def _literal_at(rx: str, i: int, *, controls: bool = False) -> tuple[str, int] | None:
+    """The literal character at ``rx[i]`` and the length of its spelling, when it is one and is not
+    quantified; ``controls``: ``\\n`` and ``\\t`` count as theirs."""
+    c = rx[i]
+    if c == "\\" and i + 1 < len(rx) and not rx[i + 1].isalnum():
+        char, step = rx[i + 1], 2
+    elif controls and c == "\\" and rx[i + 1: i + 2] in ("n", "t"):
+        char, step = "\n" if rx[i + 1] == "n" else "\t", 2
+    elif c not in ".^$*+?{}[]()|\\":
+        char, step = c, 1
+    else:
+        return None
+    if rx[i + step: i + step + 1] in ("*", "+", "?", "{"):
+        return None
+    return char, step
+
+
 def _literal_prefix(rx: str) -> str:
     """The characters every match of the regex ``rx`` starts with (its leading unquantified literals)."""
     out = []
     i = 0
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\" and i + 1 < len(rx) and not rx[i + 1].isalnum():
-            char, step = rx[i + 1], 2
-        elif c not in ".^$*+?{}[]()|\\":
-            char, step = c, 1
-        else:
-            break
-        if rx[i + step: i + step + 1] in ("*", "+", "?", "{"):
-            break
-        out.append(char)
-        i += step
+    while i < len(rx) and (lit := _literal_at(rx, i)) is not None:
+        out.append(lit[0])
+        i += lit[1]
     return "".join(out)
 
 
@@ -750,19 +758,11 @@ def _needle(alt: str) -> str:
         if alt.startswith("\\b", i):
             i += 2
             continue
-        c = alt[i]
-        if c == "\\" and i + 1 < len(alt) and not alt[i + 1].isalnum():
-            char, step = alt[i + 1], 2
-        elif c == "\\" and alt[i + 1: i + 2] in ("n", "t"):
-            char, step = "\n" if alt[i + 1] == "n" else "\t", 2
-        elif c not in ".^$*+?{}[]()|\\":
-            char, step = c, 1
-        else:
+        lit = _literal_at(alt, i, controls=True)
+        if lit is None:
             break
-        if alt[i + step: i + step + 1] in ("*", "+", "?", "{"):
-            break
-        out.append(char)
-        i += step
+        out.append(lit[0])
+        i += lit[1]
     return "".join(out)
 
 
