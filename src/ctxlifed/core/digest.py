@@ -349,14 +349,7 @@ def _alternatives(pattern: str) -> list[str]:
             i += 2
             continue
         if c == "[":
-            j = i + 1
-            if j < len(pattern) and pattern[j] == "^":
-                j += 1
-            if j < len(pattern) and pattern[j] == "]":
-                j += 1
-            while j < len(pattern) and pattern[j] != "]":
-                j += 2 if pattern[j] == "\\" else 1
-            i = j + 1
+            i += _first_atom(pattern[i:]) or 1
             continue
         if c == "(":
             depth += 1
@@ -494,23 +487,7 @@ def _first_atom(alt: str) -> int:
             j += 2 if alt[j] == "\\" else 1
         return j + 1 if j < len(alt) else 0
     if alt.startswith("(?:"):
-        depth = 0
-        j = 0
-        while j < len(alt):
-            if alt[j] == "\\":
-                j += 2
-                continue
-            if alt[j] == "[":
-                j += _first_atom(alt[j:]) or 1
-                continue
-            if alt[j] == "(":
-                depth += 1
-            elif alt[j] == ")":
-                depth -= 1
-                if depth == 0:
-                    return j + 1
-            j += 1
-        return 0
+        return max(_group_end(alt, 0), 0)
     return 0 if c in ".^$*+?{}()|" else 1
 
 
