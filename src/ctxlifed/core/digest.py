@@ -337,28 +337,34 @@ _OTHER = [
 ]
 
 
-def _alternatives(pattern: str) -> list[str]:
-    """The top-level alternatives of ``pattern`` (split on ``|`` outside groups and classes)."""
-    parts: list[str] = []
+def _outside(rx: str, i: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, character, group depth after it) of the characters of ``rx`` from ``i`` on that are not in
+    an escape or a class; the walk ends at a class that is never closed."""
     depth = 0
-    start = 0
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
+    while i < len(rx):
+        c = rx[i]
         if c == "\\":
             i += 2
             continue
         if c == "[":
-            i += _first_atom(pattern[i:]) or 1
+            n = _first_atom(rx[i:])
+            if n == 0:
+                return
+            i += n
             continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
+        depth += (c == "(") - (c == ")")
+        yield i, c, depth
+        i += 1
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of ``pattern`` (split on ``|`` outside groups and classes)."""
+    parts: list[str] = []
+    start = 0
+    for i, c, depth in _outside(pattern):
+        if c == "|" and depth == 0:
             parts.append(pattern[start:i])
             start = i + 1
-        i += 1
     parts.append(pattern[start:])
     return parts
 
@@ -698,26 +704,7 @@ _ZERO_WIDTH = ("(?<!", "(?<=", "(?=", "(?!")
 
 def _group_end(rx: str, i: int) -> int:
     """The index after the group that opens at ``rx[i]`` (escapes and classes skipped); -1 when unclosed."""
-    depth = 0
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            n = _first_atom(rx[i:])
-            if n == 0:
-                return -1
-            i += n
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
+    return next((j + 1 for j, c, depth in _outside(rx, i) if c == ")" and depth == 0), -1)
 
 
 def _needle(alt: str) -> str:
