@@ -158,8 +158,8 @@ def _ranked_window(conn: sqlite3.Connection, table: str, expr: str, where: str, 
     """(id, bm25, priority, features) of the newest RANK_WINDOW rows of ``table`` matching ``expr``
     and the filters."""
     span = f" AND {table}.rowid >= {int(min_id)}" if min_id > 0 else ""
-    return [(r[0], r[1], r[2], r[3:]) for r in conn.execute(
-        f"SELECT a.id, bm25({table}), a.priority, {_FEATS} FROM {table} CROSS JOIN archive a ON a.id = {table}.rowid"
+    return [(r[0], r[1], r[2 + _FEAT_PRIORITY], r[2:]) for r in conn.execute(
+        f"SELECT a.id, bm25({table}), {_FEATS} FROM {table} CROSS JOIN archive a ON a.id = {table}.rowid"
         f" WHERE {table} MATCH ?{span} AND {where}{extra} ORDER BY {table}.rowid DESC LIMIT {RANK_WINDOW}",
         (expr, *args, *extra_args))]
 
@@ -307,7 +307,7 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
         # Common, not very common, a sparse filter: the window from the index (tags), then FTS5's
         # bm25() over that id range (its IDF pass reads every match of the terms: within budget).
         win = conn.execute(
-            f"SELECT a.id, a.priority, {_FEATS} FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
+            f"SELECT a.id, {_FEATS} FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
             f" WHERE archive_fts MATCH ? AND {where}{extra} ORDER BY archive_fts.rowid DESC LIMIT {RANK_WINDOW}",
             (match, *args, *extra_args)).fetchall()
         if not win:
@@ -317,10 +317,10 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
         ranked = conn.execute(
             "SELECT rowid, bm25(archive_fts) FROM archive_fts WHERE archive_fts MATCH ? AND rowid BETWEEN ? AND ?"
             f" AND +rowid IN ({ids})", (words, win[-1][0], win[0][0])).fetchall()
-        return [(i, sc, got[i][1], got[i][2:]) for i, sc in ranked if i in got], match, covered
+        return [(i, sc, got[i][1 + _FEAT_PRIORITY], got[i][1:]) for i, sc in ranked if i in got], match, covered
     # Very common terms: bm25 computed here over the window (see the module rules).
     rows = conn.execute(
-        "SELECT a.id, a.priority, highlight(archive_fts, 0, char(1), char(2)),"
+        "SELECT a.id, highlight(archive_fts, 0, char(1), char(2)),"
         " highlight(archive_fts, 1, char(1), char(2)) || ' ' || highlight(archive_fts, 2, char(1), char(2)),"
         f" d.sz, {_FEATS} FROM archive_fts CROSS JOIN archive a ON a.id = archive_fts.rowid"
         " LEFT JOIN archive_fts_docsize d ON d.id = archive_fts.rowid"
@@ -336,13 +336,14 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
     out = []
     if len(idf) == 1:
         w = idf[0] * (K1 + 1)
-        for aid, prio, h0, h1, sz, *feats in rows:
+        for aid, h0, h1, sz, *feats in rows:
             f = h0.count("\x01") + h1.count("\x01")
-            out.append((aid, -w * f / (f + a_ + b_ * (_length(sz) if sz else avgdl)), prio, tuple(feats)))
+            out.append((aid, -w * f / (f + a_ + b_ * (_length(sz) if sz else avgdl)), feats[_FEAT_PRIORITY],
+                        tuple(feats)))
         return out, match, covered
     term_tokens = [_tokens(t) for t in term_exprs]
     seen: dict[str, int] = {}
-    for aid, prio, h0, h1, sz, *feats in rows:
+    for aid, h0, h1, sz, *feats in rows:
         tf = [0] * len(idf)
         for span in (*_SPAN.findall(h0), *_SPAN.findall(h1)):
             i = seen.get(span)
@@ -351,7 +352,7 @@ def _word_window(conn: sqlite3.Connection, terms: tuple[str, ...], filters: tupl
             tf[i] += 1
         norm = a_ + b_ * (_length(sz) if sz else avgdl)
         score = sum(w * (f * (K1 + 1)) / (f + norm) for w, f in zip(idf, tf, strict=True))
-        out.append((aid, -score, prio, tuple(feats)))
+        out.append((aid, -score, feats[_FEAT_PRIORITY], tuple(feats)))
     return out, match, covered
 
 
@@ -393,6 +394,7 @@ def _head(alias: str) -> str:
 # What ranking reads of a candidate (``Feats``), selected with it by the window statements (they join
 # the row anyway) or by ``_features``.
 _FEATS = f"a.kind, a.tool, a.project, {_head('a')}, a.priority"
+_FEAT_PRIORITY = 4  # the priority's place in it
 
 
 def _marks(n: int) -> str:
