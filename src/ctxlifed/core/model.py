@@ -130,5 +130,9 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = cjk_count(text)
-    return cjk + (len(text) - cjk + 3) // 4
+    return tokens_of(len(text), cjk_count(text))
+
+
+def tokens_of(chars: int, cjk: int) -> int:
+    """:func:`estimate_tokens` of a text of ``chars`` characters, ``cjk`` of them CJK."""
+    return cjk + (chars - cjk + 3) // 4

@@ -36,7 +36,7 @@ from ctxlifed.core.figures import level_name, percent
 from ctxlifed.core.matrix import DEFAULT as DEFAULT_MATRIX
 from ctxlifed.core.matrix import FOCUS_MAX_CHARS, FocusState, Matrix, focus_line
 from ctxlifed.core.model import PHASES
-from ctxlifed.core.model import cjk_count, estimate_tokens
+from ctxlifed.core.model import cjk_count, estimate_tokens, tokens_of
 
 __all__ = [
     "MAX_CHARS",
@@ -220,11 +220,6 @@ def _range(start: float, end: float | None) -> str:
     return f"{a}–{b}"
 
 
-def _tokens(chars: int, cjk: int) -> int:
-    """estimate_tokens of a text with ``chars`` characters of which ``cjk`` are CJK."""
-    return cjk + (chars - cjk + 3) // 4
-
-
 def _take(items: Sequence[str], cap_tokens: int, max_chars: int) -> tuple[list[str], bool]:
     """Longest prefix of ``items`` whose newline-join fits both caps (items never split, except that
     a first item larger than the whole budget is cut with '…'). Returns (kept, truncated_first)."""
@@ -233,7 +228,7 @@ def _take(items: Sequence[str], cap_tokens: int, max_chars: int) -> tuple[list[s
     for item in items:
         add_chars = len(item) + (1 if kept else 0)
         add_cjk = cjk_count(item)
-        if _tokens(chars + add_chars, cjk + add_cjk) <= cap_tokens and chars + add_chars <= max_chars:
+        if tokens_of(chars + add_chars, cjk + add_cjk) <= cap_tokens and chars + add_chars <= max_chars:
             kept.append(item)
             chars += add_chars
             cjk += add_cjk
