@@ -317,7 +317,7 @@ def _session_folders(sessions_dir: str, known: dict[str, tuple[float, int | None
                 continue
             newest = max(newest, known[path][0] if path in known else st.st_mtime)
             text = None
-            if RU.PAGE_NAME.match(name) and os.path.isfile(path) and not os.path.islink(path):
+            if RU.PAGE_NAME.match(name):  # a symlink or anything but a regular file is not read
                 try:
                     text = files.read_memory_text(path, 4 << 20, cut=True)[: 1 << 20]
                 except (OSError, UnicodeDecodeError):
