@@ -37,7 +37,7 @@ from typing import Any
 from ..core import residency as R
 from .bounded_read import Refused, read_bounded
 
-__all__ = ["claude_config_dir", "gather", "read_inputs", "transcript_dir"]
+__all__ = ["claude_config_dir", "gather", "read_head", "read_inputs", "transcript_dir"]
 
 MAX_SKILLS = 200
 MAX_RULES = 200
@@ -53,8 +53,9 @@ def claude_config_dir(home: str | None = None, env: dict[str, str] | None = None
     return os.path.join(home or os.path.expanduser("~"), ".claude")
 
 
-def _read(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
-    """The first ``limit`` bytes of a regular file (a symlinked one is followed; a FIFO does not block)."""
+def read_head(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
+    """The first ``limit`` bytes of a regular file as text (a symlinked one is followed; a FIFO does not
+    block); None when it cannot be read."""
     try:
         data, _st = read_bounded(os.path.realpath(path), limit, cut=True)
     except (Refused, ValueError):
@@ -63,7 +64,7 @@ def _read(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
 
 
 def _json(path: str) -> dict[str, Any]:
-    text = _read(path, MAX_JSON_BYTES)
+    text = read_head(path, MAX_JSON_BYTES)
     if not text:
         return {}
     try:
@@ -77,7 +78,7 @@ def _skill_dirs(root: str, scope: str, out: list[R.Skill]) -> None:
     for p in sorted(glob.glob(os.path.join(glob.escape(root), "*", "SKILL.md"))):
         if len(out) >= MAX_SKILLS:
             return
-        text = _read(p)
+        text = read_head(p)
         if text is not None:
             out.append(R.Skill(name=os.path.basename(os.path.dirname(p)), path=p, scope=scope, text=text))
 
@@ -111,7 +112,7 @@ def _rules(root: str, out: list[R.Instruction]) -> None:
     for p in sorted(glob.glob(os.path.join(glob.escape(root), "**", "*.md"), recursive=True)):
         if len(out) >= MAX_RULES:
             return
-        text = _read(p)
+        text = read_head(p)
         if text is not None:
             out.append(R.Instruction(path=p, kind="rule", text=text))
 
@@ -230,7 +231,7 @@ def read_inputs(project: str, *, home: str | None = None, env: dict[str, str] | 
                        (os.path.join(project, ".claude", "CLAUDE.md"), "project"),
                        (os.path.join(project, "CLAUDE.local.md"), "local"),
                        (os.path.join(transcript_dir(config, project), "memory", "MEMORY.md"), "memory")):
-        text = _read(path)
+        text = read_head(path)
         if text is not None:
             instructions.append(R.Instruction(path=path, kind=kind, text=text))
     rules: list[R.Instruction] = []

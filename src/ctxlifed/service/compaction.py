@@ -35,7 +35,7 @@ from ..core import survival as SV
 from ..core import testfail
 from ..core.hook_events import InstructionsLoaded
 from ..core.model import estimate_tokens
-from ..runtime.bounded_read import Refused, read_bounded
+from ..runtime.residency_files import read_head
 from ..runtime.ctl import ctl_command
 from ..store import compactions as store
 from ..store import queries
@@ -121,11 +121,9 @@ def _reattached(st: SessionState, sim: SV.SurvivalReport) -> MS.ReAttached:
     texts = []
     for r in st.acc.instructions.values():
         if r.kind in ("root", "unscoped_rule", "auto_memory", "user"):
-            try:  # a path from the transcript: bounded, and a FIFO there does not block
-                data, _st = read_bounded(os.path.realpath(r.path), INSTRUCTION_READ_CAP, cut=True)
-            except (Refused, ValueError):
-                continue
-            texts.append(data.decode("utf-8", "replace"))
+            text = read_head(r.path, INSTRUCTION_READ_CAP)  # a path from the transcript: bounded, no FIFO
+            if text is not None:
+                texts.append(text)
     kept_skills = [f.name for f in sim.kept if f.kind == "skill"]
     return MS.reattached_from(sim.files_back(), kept_skills, instructions_text="\n".join(texts),
                               injected_text=st.compact_injected or "")
