@@ -230,3 +230,16 @@ def test_rewind_is_priced_back_to_where_the_phase_began() -> None:
     assert "back to 60,000 tokens, where the testing phase began" in rw.reason
     st.boundary_ts = 155.0  # a compaction since the phase began: no rewind across it
     assert "/rewind" not in {x.action for x in COST.savings(st, b, Config())}
+
+
+def test_a_settings_file_nested_too_deep_for_json_is_skipped_like_a_malformed_one(tmp_path) -> None:
+    """The env overrides read settings files with the settings reader: a file Python's JSON parser
+    cannot take (nested past its recursion limit) is skipped, not raised."""
+    from ctxlifed.service import cost
+
+    deep = tmp_path / "settings.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert cost._env_of(str(deep)) is None
+    good = tmp_path / "good.json"
+    good.write_text('{"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "70"}}')
+    assert cost._env_of(str(good)) == {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "70"}

@@ -180,10 +180,10 @@ def test_command_line_rules_of_running_claude_processes(tmp_path: Path) -> None:
     fake_process(proc, "4", ["claude", "--settings", '{"hooks": {"PreToolUse": [{"hooks": [{"command": "x"}]}]}}'])
     assert CS.cli_rules(str(proc))[2] is True
     fake_process(proc, "5", ["claude", "--setting-sources", "user"])
-    with pytest.raises(CS._Unreadable):
+    with pytest.raises(CS.Unreadable):
         CS.cli_rules(str(proc))
     assert not CS.read_rules("/nowhere", "/x/projects/-nowhere/s.jsonl", managed=[], proc=str(proc)).complete
-    with pytest.raises(CS._Unreadable):
+    with pytest.raises(CS.Unreadable):
         CS.cli_rules(str(tmp_path / "no-proc"))
     assert CS.split_tools("Bash(git commit:*),Edit Read(a b)") == ["Bash(git commit:*)", "Edit", "Read(a b)"]
 

@@ -49,26 +49,26 @@ def managed_dirs() -> tuple[str, ...]:
     return ("/etc/claude-code",)
 
 
-class _Unreadable(Exception):
-    pass
+class Unreadable(Exception):
+    """A settings file that is there but cannot be used (not a regular file, too large, not a JSON object)."""
 
 
 def read_json(path: str, max_bytes: int = MAX_SETTINGS_BYTES) -> dict[str, object] | None:
-    """The JSON object in ``path``; None when absent; :class:`_Unreadable` otherwise (see the rules)."""
+    """The JSON object in ``path``; None when absent; :class:`Unreadable` otherwise (see the rules)."""
     try:
         data, _st = read_bounded(os.path.realpath(path), max_bytes)
     except Refused as exc:
         if exc.missing:
             return None
-        raise _Unreadable(f"{path}: {exc}") from None
+        raise Unreadable(f"{path}: {exc}") from None
     if not data.strip():
         return {}
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError):
-        raise _Unreadable(f"{path}: not JSON") from None
+        raise Unreadable(f"{path}: not JSON") from None
     if not isinstance(obj, dict):
-        raise _Unreadable(f"{path}: not a JSON object")
+        raise Unreadable(f"{path}: not a JSON object")
     return obj
 
 
@@ -97,9 +97,9 @@ def _managed_files() -> list[str]:
         except FileNotFoundError:
             continue
         except OSError as exc:
-            raise _Unreadable(f"{dd}: {exc.strerror or exc}") from None
+            raise Unreadable(f"{dd}: {exc.strerror or exc}") from None
         if len(names) > MAX_MANAGED_FILES:
-            raise _Unreadable(f"{dd}: more than {MAX_MANAGED_FILES} files")
+            raise Unreadable(f"{dd}: more than {MAX_MANAGED_FILES} files")
         out += [os.path.join(dd, n) for n in names]
     return out
 
@@ -107,12 +107,12 @@ def _managed_files() -> list[str]:
 def _rules_of(path: str, obj: dict[str, object]) -> tuple[list[str], list[str], list[str], bool]:
     perms = obj.get("permissions", {})
     if not isinstance(perms, dict):
-        raise _Unreadable(f"{path}: permissions is not an object")
+        raise Unreadable(f"{path}: permissions is not an object")
     lists = []
     for key in ("allow", "ask", "deny"):
         v = perms.get(key, [])
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise _Unreadable(f"{path}: permissions.{key} is not a list of strings")
+            raise Unreadable(f"{path}: permissions.{key} is not a list of strings")
         lists.append(list(v))
     sb = obj.get("sandbox")
     sandbox = isinstance(sb, dict) and sb.get("enabled") not in (None, False)
@@ -239,16 +239,16 @@ def rules_of_argv(argv: list[str], proc_cwd: str) -> tuple[list[str], list[str],
 
 def cli_rules(proc: str = PROC) -> tuple[list[str], list[str], bool]:
     """(deny, ask, other hooks) from the command lines of this user's running Claude Code processes;
-    :class:`_Unreadable` when they cannot be seen or read (see the module rules)."""
+    :class:`Unreadable` when they cannot be seen or read (see the module rules)."""
     if not os.path.isdir(os.path.join(proc, "self")):
-        raise _Unreadable("Claude Code's command line cannot be seen here (no /proc)")
+        raise Unreadable("Claude Code's command line cannot be seen here (no /proc)")
     uid = os.geteuid()
     deny: list[str] = []
     ask: list[str] = []
     other = False
     pids = [n for n in os.listdir(proc) if n.isdigit()]
     if len(pids) > MAX_PROCESSES:
-        raise _Unreadable(f"more than {MAX_PROCESSES} processes")
+        raise Unreadable(f"more than {MAX_PROCESSES} processes")
     for pid in pids:
         base = os.path.join(proc, pid)
         try:
@@ -259,7 +259,7 @@ def cli_rules(proc: str = PROC) -> tuple[list[str], list[str], bool]:
         except OSError:
             continue  # gone, or not ours to read
         if len(raw) > MAX_CMDLINE:
-            raise _Unreadable(f"process {pid}: command line too long")
+            raise Unreadable(f"process {pid}: command line too long")
         argv = [x.decode("utf-8", "surrogateescape") for x in raw.split(b"\0") if x]
         if not is_claude(argv):
             continue
@@ -269,7 +269,7 @@ def cli_rules(proc: str = PROC) -> tuple[list[str], list[str], bool]:
             proc_cwd = ""
         d, k, o, why = rules_of_argv(argv, proc_cwd)
         if why:
-            raise _Unreadable(f"process {pid}: {why}")
+            raise Unreadable(f"process {pid}: {why}")
         deny += d
         ask += k
         other = other or o
@@ -320,5 +320,5 @@ def read_rules(cwd: str, transcript_path: str, *, managed: list[str] | None = No
             other = other or ("a Claude Code process's command line (--settings hooks or plugins, --plugin-dir)"
                               if o else "")
         return Rules(allow=tuple(allow), ask=tuple(ask), deny=tuple(deny), sandbox=sandbox, other_hooks=other)
-    except _Unreadable as exc:
+    except Unreadable as exc:
         return Rules(complete=False, why_incomplete=str(exc))

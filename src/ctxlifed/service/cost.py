@@ -23,7 +23,6 @@ Rules:
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -33,7 +32,7 @@ from ..core import cost as C
 from ..core.hook_events import SessionStart
 from ..core.transcript import TranscriptDelta
 from ..protocol import _methods as M
-from ..runtime.bounded_read import Refused, read_bounded
+from ..runtime import claude_settings
 from ..runtime.config import Config
 from .state import SessionState
 
@@ -158,13 +157,9 @@ def _settings_envs(st: SessionState) -> list[dict[str, Any] | None]:
 
 
 def _env_of(path: str) -> dict[str, Any] | None:
-    try:
-        raw, _st = read_bounded(os.path.realpath(path), MAX_SETTINGS_BYTES)  # a FIFO there does not block
-    except (Refused, ValueError):  # ValueError: a NUL in a path from the payload (realpath)
+    try:  # bounded, a regular file only (a FIFO there does not block), a JSON object
+        data = claude_settings.read_json(path, MAX_SETTINGS_BYTES)
+    except (claude_settings.Unreadable, ValueError):  # ValueError: a NUL in a path from the payload
         return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    env = data.get("env") if isinstance(data, dict) else None
+    env = data.get("env") if data is not None else None
     return env if isinstance(env, dict) else None
