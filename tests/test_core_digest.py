@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -438,9 +439,34 @@ def test_the_file_line_family_joined_finds_what_each_pattern_finds_alone(parts: 
     joined = next(sc for sc in D._PATTERNS["build"] if sc.rx.pattern.startswith(":"))
     got = {(m.start(), m.lastgroup) for m in joined.rx.finditer(text)}
     alone = {"u0": r":\d+(?::\d+)?: (?:fatal )?error: ", "u1": r":\d+:\d+: [A-Z]{1,4}\d{2,4}\b",
-             "u2": r":\d+(?::\d+)?: note: ", "warning_at": r":\d+(?::\d+)?: warning: "}
+             "u2": r":\d+(?::\d+)?: note: "}
     want = {(m.start(), name) for name, rx in alone.items() for m in re.finditer(rx, text)}
     assert got == want
+
+
+def _warnings_one_by_one(nb: str) -> Counter[str]:
+    """What the warning facts count, the plain way: each ``file:line[:col]: warning: `` match, its flag read
+    from the rest of its line, and the plain and tsc forms counted by a pass each."""
+    warns: Counter[str] = Counter()
+    for m in re.finditer(r":\d+(?::\d+)?: warning: ", nb):
+        end = nb.find("\n", m.end())
+        seg = nb[m.end(): end if end >= 0 else len(nb)]
+        k = seg.rfind(" [-W")
+        warns[seg[k + 1:] if k >= 0 and seg.endswith("]") else "warning"] += 1
+    warns["warning"] += len(re.findall(r"\nwarning(?:\[\w+\])?: ", nb)) + len(re.findall(r"warning TS\d+", nb))
+    return +warns
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "a.c", ":", "12", "3", ": ", "warning", "warning: ", " [-W", "x]", "]", " [-Wy]",
+                                 "\nwarning[E1]: ", " TS12", "1:2: ", "é", "٣", " "]), max_size=20))
+def test_the_warnings_are_counted_as_one_by_one(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    facts = D._facts("build", nb, Counter())
+    want = _warnings_one_by_one(nb)
+    assert facts == ([f"warnings: {sum(want.values())} ({D._top(want, 6)})"] if want else [])
 
 
 def test_git_status_entries_are_counted_by_label() -> None:
@@ -488,8 +514,10 @@ def _same_on_ascii(nb: str) -> None:
             assert _matches(arx, nb) == _matches(urx, nb)
         if sc.needle:
             assert all(nb.startswith(sc.needle, m.start()) for m in sc.rx.finditer(nb))
-    for rx in (D._PY_TEST_FAIL_RE, *D._WARN_RES):
+    for rx in (D._PY_TEST_FAIL_RE,):
         assert _matches(D._ascii_twin(rx), nb) == _matches(rx, nb)
+    for rx, arx in ((D._WARN_WORD_RE, D._WARN_WORD_ARE), (D._WARN_AT_RE, D._WARN_AT_ARE)):
+        assert arx is not rx and _matches(arx, nb) == _matches(rx, nb)
 
 
 def test_ascii_twins_find_what_the_patterns_find_on_the_ascii_corpus() -> None:

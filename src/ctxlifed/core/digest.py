@@ -299,7 +299,6 @@ _BUILD = [
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
     ("t1", r":\d++:\d++: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
     ("t2", r":\d++(?::\d++)?+: note: "),
-    ("count:warning_at", r":\d++(?::\d++)?+: warning: "),  # counted by flag in the facts
     ("t1", r"\bfatal: |Traceback \(most recent call last\)|\bcommand not found|\bNo such file or directory"),
     ("t1", _PY_EXC),
 ]
@@ -391,9 +390,6 @@ class _Scan(msgspec.Struct, frozen=True):
     info: dict[str | None, tuple[int, int, bool] | None]
     # the same, grouped: (tier, follow, as ctx) -> the group names that give it (all of them, for one)
     by_info: tuple[tuple[tuple[int, int, bool], frozenset[str | None]], ...] = ()
-    counted: bool = False  # its groups are words, counted for the header's facts
-    kept: frozenset[str] = frozenset()  # groups (``count:<label>``) whose offsets are kept for the facts
-    marks: frozenset[str | None] = frozenset()  # the groups that have a tier
     # literal characters every match starts with (see _needle): a text without them is not scanned, and a
     # text with them is scanned from their first occurrence
     needle: str = ""
@@ -463,13 +459,12 @@ def _pick(rx: re.Pattern[str], arx: re.Pattern[str] | None, text: str) -> re.Pat
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
-          counted: bool = False, kept: frozenset[str] = frozenset(), needle: str = "") -> _Scan:
+          needle: str = "") -> _Scan:
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
         if inf is not None:
             groups.setdefault(inf, set()).add(name)
-    return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()), counted,
-                 kept, frozenset(name for name, inf in info.items() if inf is not None),
+    return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()),
                  needle if len(needle) >= _MIN_NEEDLE else "", arx=_ascii_twin(rx))
 
 
@@ -742,9 +737,8 @@ def _common_needle(alts: Iterable[str]) -> str:
 
 
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
-    """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above), ``count``
-    (whole words found and counted, that mark no line) or ``count:<label>`` (a pattern whose matches'
-    offsets are kept under ``label``, for the facts). Four shapes (see the comment above): the line-start
+    """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above) or ``count``
+    (whole words found and counted, that mark no line). Four shapes (see the comment above): the line-start
     alternatives joined in one scan (first); in a spec that counts words, its whole words ``\\bWORD\\b``
     joined in one scan whose groups name the word (one pass for all of them, where counting each would
     take a pass); the other alternatives that start with the same literal joined in one scan (the engine
@@ -753,29 +747,28 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     A leading ``\\bword`` is checked by a lookbehind after the word, so the literal search still applies."""
     anchored: list[tuple[int, str, tuple[int, int, bool]]] = []
     words: dict[str, tuple[int, int, bool] | None] = {}
-    loose: dict[str, list[tuple[str, tuple[int, int, bool] | None, str | None]]] = {}  # by literal prefix
+    loose: dict[str, list[tuple[str, tuple[int, int, bool]]]] = {}  # by literal prefix
     out: list[_Scan] = []
     counting = any(tag == "count" for tag, _pat in spec)
     for order, (tag, pat) in enumerate(spec):
-        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?|count(?::(\w+))?", tag)
+        m = re.fullmatch(r"t(\d)(?:([nc])(\d))?|count", tag)
         assert m is not None, tag
-        label = m.group(4)
-        info = None if tag.startswith("count") else (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
+        info = None if tag == "count" else (int(m.group(1)), int(m.group(3) or 0), m.group(2) == "c")
         for alt in _alternatives(pat):
             if _JOIN_ANCHORED and alt.startswith("\\n") and info is not None:
                 anchored.append((info[0] * 1000 + order, alt[2:], info))
                 continue
-            whole = _WHOLE_WORD_RE.fullmatch(alt) if counting and label is None else None
+            whole = _WHOLE_WORD_RE.fullmatch(alt) if counting else None
             if whole is not None:
                 words.setdefault(whole.group(1), info)  # the first mention of a word gives its tier
                 continue
-            assert info is not None or label is not None, f"a count pattern must be whole words or labelled: {alt}"
+            assert info is not None, f"a count pattern must be whole words: {alt}"
             lead = _LEADING_WORD_RE.match(alt)
             assert lead is not None or not alt.startswith("\\b"), f"a leading \\b must be followed by a word: {alt}"
             if lead is not None:  # \bword...: the word, then "not preceded by a word character"
                 word = lead.group(1)
                 alt = word + f"(?<!\\w{word})" + alt[lead.end():]
-            loose.setdefault(_literal_prefix(alt), []).append((alt, info, label))
+            loose.setdefault(_literal_prefix(alt), []).append((alt, info))
     if anchored:
         anchored.sort(key=lambda a: a[0])  # most important tier first: one branch wins per line
         branches = [(b, info) for _o, alt, info in anchored for b in _fast_starts(alt)]
@@ -785,27 +778,23 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         out.insert(0, _scan(rx, names))
     n = 0
     for prefix, alts in loose.items():
-        if len(alts) == 1 and alts[0][2] is None or not prefix:
-            assert all(label is None for _a, _i, label in alts), "a labelled count pattern must start with a literal"
-            out += [_scan(re.compile(alt), {None: info}, needle=_needle(alt)) for alt, info, _label in alts]
+        if len(alts) == 1 or not prefix:
+            out += [_scan(re.compile(alt), {None: info}, needle=_needle(alt)) for alt, info in alts]
             continue
         names: dict[str | None, tuple[int, int, bool] | None] = {}
         branches = []
-        for alt, info, label in alts:
-            name = label or f"u{n}"
+        for alt, info in alts:
+            names[f"u{n}"] = info
             n += 1
-            names[name] = info
-            branches.append(f"{alt}(?P<{name}>)")
-        out.append(_scan(re.compile(_join_branches(branches)), names,
-                         kept=frozenset(label for _a, _i, label in alts if label),
-                         needle=_common_needle(alt for alt, _i, _l in alts)))
+            branches.append(f"{alt}(?P<u{n - 1}>)")
+        out.append(_scan(re.compile(_join_branches(branches)), names, needle=_common_needle(alt for alt, _i in alts)))
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
         each = tuple((w, inf, wrx, _ascii_twin(wrx))
                      for w, inf in words.items() for wrx in [re.compile(f"{w}(?<!\\w{w})\\b")])
         count_rx = re.compile("(" + _join_branches([f"{w}(?<!\\w{w})\\b" for w in words]) + ")")
-        out.append(msgspec.structs.replace(_scan(rx, dict(words), counted=True), words=each, count_rx=count_rx,
+        out.append(msgspec.structs.replace(_scan(rx, dict(words)), words=each, count_rx=count_rx,
                                            count_arx=_ascii_twin(count_rx)))
     return out
 
@@ -931,7 +920,17 @@ _PATTERNS = {
     "other": _compile(_OTHER),
 }
 
-_WARN_RES = (re.compile(r"\nwarning(?:\[\w+\])?: "), re.compile(r"warning TS\d+"))  # file:line ones: count:warning_at
+# Warnings, in one pass found by the word: a line that starts with ``warning[...]: `` (plain), tsc's
+# ``warning TS<n>`` (plain), and ``: warning: `` (``at``), where the file:line ones are (counted by their flag
+# with _WARN_AT_RE, from the first of them on: most build outputs have none, and need no other pass).
+# findall gives each match as (":", "", "") (plain), ("", "T", "") (tsc) or ("", "", ":") (at), counted in C.
+_WARN_WORD_RE = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )")
+_WARN_WORD_ARE = _ascii_twin(_WARN_WORD_RE)
+_WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
+# ``file:line[:col]: warning: `` and its flag: the last `` [-W...`` of the line when the line ends with "]"
+# ("" when not). The flag is read in a lookahead, so a second warning on the same line is still found.
+_WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
+_WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 _COLON_DIGIT_RE = re.compile(r":\d")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
@@ -982,9 +981,9 @@ def _top(counter: Counter[str], n: int) -> str:
     return shown + (f", … {len(items) - n} more" if len(items) > n else "")
 
 
-def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) -> list[str]:
+def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
     """Counts that say what the whole output held (a few short phrases); ``words``: the whole words the
-    kind's scans counted (a log's levels); ``kept``: the offsets of its ``count:<label>`` matches."""
+    kind's scans counted (a log's levels)."""
     out: list[str] = []
     if kind == "test":
         # one alternative matches, its group is never empty and findall gives "" for the others: joining the
@@ -993,14 +992,11 @@ def _facts(kind: str, nb: str, words: Counter[str], kept: dict[str, list[int]]) 
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
+        forms = Counter(_pick(_WARN_WORD_RE, _WARN_WORD_ARE, nb).findall(nb))
         warns: Counter[str] = Counter()
-        for p in kept.get("warning_at", ()):  # file:line: warning: ...; gcc/clang name the flag at the end
-            start = nb.find(" warning: ", p) + len(" warning: ")
-            end = nb.find("\n", start)
-            seg = nb[start: end if end >= 0 else len(nb)]
-            k = seg.rfind(" [-W")
-            warns[seg[k + 1:] if k >= 0 and seg.endswith("]") else "warning"] += 1
-        if plain := sum(len(rx.findall(nb)) for rx in _WARN_RES):
+        if forms[_WARN_AT]:  # file:line: warning: ...: gcc/clang name the flag at the end ("" for one without)
+            warns.update(_pick(_WARN_AT_RE, _WARN_AT_ARE, nb).findall(nb, nb.rfind("\n", 0, nb.find(": warning: "))))
+        if plain := warns.pop("", 0) + forms[_WARN_PLAIN] + forms[_WARN_TS]:
             warns["warning"] += plain
         if warns:
             out.append(f"warnings: {sum(warns.values())} ({_top(warns, 6)})")
@@ -1167,12 +1163,11 @@ def digest(
     found: tuple[set[int], ...] = (set(), set(), set(), set())  # line indexes per tier; a line may be in several
     is_log = k == "log"
     words: Counter[str] = Counter()  # whole words found, for the facts
-    kept: dict[str, list[int]] = {}  # offsets of the matches of count:<label> patterns, for the facts
     for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
         if scan.words:
             _count_words(scan, nb, words, found, is_log)
             continue
-        single = len(scan.by_info) == 1 and not (scan.counted or scan.kept)
+        single = len(scan.by_info) == 1
         offsets, groups = _where(scan, nb, with_groups=not single)
         if not offsets:
             continue
@@ -1180,21 +1175,8 @@ def digest(
             _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
             continue
         if groups.count(groups[0]) == len(groups):  # one branch every time (a long list of one kind)
-            g = groups[0]
-            if scan.counted:
-                words[g] += len(groups)  # type: ignore[index]
-            if g in scan.kept:
-                kept[g] = offsets  # type: ignore[index]
-            if (info := scan.info[g]) is not None:
-                _mark(found, _rows(nb, offsets), info, is_log)
+            _mark(found, _rows(nb, offsets), scan.info[groups[0]], is_log)  # type: ignore[arg-type]
             continue
-        if scan.counted:
-            words.update(groups)
-        for label in scan.kept:
-            kept[label] = list(compress(offsets, map(label.__eq__, groups)))
-        if scan.counted or scan.kept:
-            marking = list(map(scan.marks.__contains__, groups))  # what is only counted is not placed
-            offsets, groups = list(compress(offsets, marking)), list(compress(groups, marking))
         rows = _rows(nb, offsets)
         for info, names in scan.by_info:
             _mark(found, list(compress(rows, map(names.__contains__, groups))), info, is_log)
@@ -1259,7 +1241,7 @@ def digest(
     what = _what_kept(k, must_found - omitted - omitted_verdicts, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
-    facts = _facts(k, nb, words, kept)
+    facts = _facts(k, nb, words)
     extra: list[str] = []
     if facts:
         extra.append("[" + "; ".join(facts) + "]")
