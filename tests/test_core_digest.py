@@ -605,7 +605,9 @@ def test_runners_found_by_one_pass_of_their_marks_are_those_each_finds_alone(par
     assert D._runners_marked(part, frozenset(range(len(D._RUNNER_NAMES)))) == _runners_each_alone(part)
 
 
-def _fit_step_per_row(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, int]:
+def _fit_step_per_row(lines: list[str], rows: list[int], room: int, cut: bool) -> tuple[list[int], int, int]:
+    from ctxlifed.core.digest import _cut_line
+
     taken: list[int] = []
     left = room
     skipped = 0
@@ -613,21 +615,31 @@ def _fit_step_per_row(rows: list[int], costs: list[int], room: int) -> tuple[lis
         if left < 2:
             skipped += len(rows) - j
             break
-        if costs[j] <= left:
+        cost = estimate_tokens(_cut_line(lines[row])[0] if cut else lines[row]) + 1
+        if cost <= left:
             taken.append(row)
-            left -= costs[j]
+            left -= cost
         else:
             skipped += 1
     return taken, room - left, skipped
 
 
+_FIT_LINES = st.lists(st.one_of(st.text(alphabet="ab ", max_size=30), st.text(alphabet="a中", max_size=12),
+                                st.integers(min_value=380, max_value=12000).map(lambda n: "x" * n)), max_size=150)
+
+
 @settings(max_examples=500, deadline=None)
-@given(st.lists(st.integers(min_value=2, max_value=40), max_size=40), st.integers(min_value=0, max_value=300))
-def test_fit_takes_what_a_step_per_row_takes(costs: list[int], room: int) -> None:
+@given(_FIT_LINES, st.integers(min_value=0, max_value=400), st.booleans(), st.randoms(use_true_random=False))
+def test_fit_takes_what_a_step_per_row_takes(lines: list[str], room: int, cut: bool, rnd) -> None:  # noqa: ANN001
+    # the prefix is costed a chunk at a time and the rest passed over by length: the same lines as costing
+    # every line and stepping through them one by one, on ASCII text (exact costs) and on CJK (bounds)
     from ctxlifed.core.digest import _fit
 
-    rows = list(range(100, 100 + len(costs)))
-    assert _fit(rows, costs, room) == _fit_step_per_row(rows, costs, room)
+    rows = sorted(rnd.sample(range(len(lines)), rnd.randint(0, len(lines))))
+    exact = all(line.isascii() for line in lines)
+    assert _fit(lines, rows, room, exact, cut=cut) == _fit_step_per_row(lines, rows, room, cut)
+    if exact:  # the bound path on an ASCII text takes the same lines too
+        assert _fit(lines, rows, room, False, cut=cut) == _fit_step_per_row(lines, rows, room, cut)
 
 
 def test_needle_reads_leading_literals_through_zero_width_assertions() -> None:

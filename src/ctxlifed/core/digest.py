@@ -73,7 +73,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, compress, islice, repeat
-from operator import add, attrgetter, le, not_, sub
+from operator import add, attrgetter, le, not_, rshift, sub
 from typing import Literal
 
 import msgspec
@@ -1094,37 +1094,59 @@ def _cut_len(n: int) -> int:
     return n if n <= MAX_LINE_CHARS else MAX_LINE_CHARS + len(f"… [+{n - MAX_LINE_CHARS} chars]")
 
 
-def _costs(lines: list[str], rows: list[int], ascii_only: bool, *, cut: bool) -> list[int]:
-    """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline."""
-    if ascii_only:
+def _costs(lines: list[str], rows: list[int], exact: bool, cut: bool) -> list[int]:
+    """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline.
+    ``exact`` (an ASCII text): ``(len + 7) >> 2`` of the (cut) length, computed without a call per line."""
+    if exact:
         lens = list(map(len, map(lines.__getitem__, rows)))
         if cut and lens and max(lens) > MAX_LINE_CHARS:
-            return [((m if m <= MAX_LINE_CHARS else _cut_len(m)) + 3 >> 2) + 1 for m in lens]
-        return [(m + 3 >> 2) + 1 for m in lens]  # no line is cut: no call per line
+            lens = [m if m <= MAX_LINE_CHARS else _cut_len(m) for m in lens]
+        return list(map(rshift, map(add, lens, repeat(7)), repeat(2)))
     return [estimate_tokens(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
 
 
-def _fit(rows: list[int], costs: list[int], room: int) -> tuple[list[int], int, int]:
-    """Take ``rows`` in order while they fit in ``room``, skipping one that does not and trying the next:
-    (rows taken, cost of them, rows skipped). The longest prefix that fits is found by bisection."""
+# rows costed at once while looking for the longest prefix that fits: one per 16 tokens of room, at least 32
+# (then twice as many each time)
+_FIT_CHUNK = 32
+
+
+def _fit(lines: list[str], rows: list[int], room: int, exact: bool, *, cut: bool) -> tuple[list[int], int, int]:
+    """Take the lines ``rows`` in order while they fit in ``room``, skipping one that does not and trying the
+    next: (rows taken, cost of them, rows skipped); costs as :func:`_costs`.
+
+    The longest prefix that fits is found a chunk at a time (a long list of error lines rarely fits whole:
+    the lines after it are not costed). Room only shrinks, so after the prefix a line can be taken only if
+    it fits in what is left now: every estimate is at least ``(len + 7) >> 2`` of the (cut) length
+    (:func:`~ctxlifed.core.model.tokens_of` counts a CJK character as a whole token), so the lines
+    longer than what is left are passed over by their length, and only the others are costed."""
     if room < 2 or not rows:  # a shown line costs at least 2 (a token and its newline)
         return [], 0, len(rows)
-    cum = list(accumulate(costs))
-    k = bisect_right(cum, room)
-    taken = rows[:k]
-    left = room - (cum[k - 1] if k else 0)
-    if k == len(rows) or min(costs[k:]) > left:  # nothing after the prefix fits: no step per row
-        return taken, room - left, len(rows) - k
-    # room only shrinks: a row that does not fit in what is left now never will, so only the rows that do
-    # are stepped through (the others are counted as skipped)
-    after = len(rows) - k
-    for j in compress(range(k, len(rows)), map(le, costs[k:], repeat(left))):
-        if left < 2:
+    left = room
+    k = 0
+    step = max(_FIT_CHUNK, room >> 4)
+    while k < len(rows):
+        cum = list(accumulate(_costs(lines, rows[k: k + step], exact, cut)))
+        j = bisect_right(cum, left)
+        left -= cum[j - 1] if j else 0
+        k += j
+        if j < len(cum):
             break
-        if costs[j] <= left:
-            taken.append(rows[j])
-            left -= costs[j]
-    return taken, room - left, after - (len(taken) - k)
+        step *= 2
+    taken = rows[:k]
+    if k == len(rows) or left < 2:
+        return taken, room - left, len(rows) - k
+    rest = rows[k + 1:]  # rows[k] did not fit
+    lens = list(map(len, map(lines.__getitem__, rest)))
+    if cut and lens and max(lens) > MAX_LINE_CHARS:
+        lens = [m if m <= MAX_LINE_CHARS else _cut_len(m) for m in lens]
+    for j in compress(range(len(rest)), map(le, lens, repeat(4 * left - 4))):  # (len + 7) >> 2 <= left
+        cost = (lens[j] + 7) >> 2 if exact else _costs(lines, [rest[j]], False, cut)[0]
+        if cost <= left:
+            taken.append(rest[j])
+            left -= cost
+            if left < 2:
+                break
+    return taken, room - left, len(rows) - len(taken)
 
 
 # ---------------------------------------------------------------- the digest
@@ -1203,19 +1225,19 @@ def digest(
     ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed without a call
     # verdicts first, the last first (a run's summary is at its end), within max_tokens like the rest
     c0 = sorted(t0, reverse=True)
-    taken, used, omitted_verdicts = _fit(c0, _costs(lines, c0, ascii_only, cut=False), max_tokens)
+    taken, used, omitted_verdicts = _fit(lines, c0, max_tokens, ascii_only, cut=False)
     shown: set[int] = set(taken)
     c1 = sorted(t1)
-    taken, spent, omitted = _fit(c1, _costs(lines, c1, ascii_only, cut=False), max_tokens - used)
+    taken, spent, omitted = _fit(lines, c1, max_tokens - used, ascii_only, cut=False)
     shown.update(taken)
     used += spent
     must_found = len(t0) + len(c1)
     floor = MIN_CONTEXT_TOKENS if used < MIN_CONTEXT_TOKENS else 0
     room = min(budget_tokens, max(floor, int(orig_tokens * CONTEXT_SHARE) - used))
     c2 = sorted(t2)
-    taken, spent, _ = _fit(c2, _costs(lines, c2, ascii_only, cut=True), room)
+    taken, spent, _ = _fit(lines, c2, room, ascii_only, cut=True)
     c3 = sorted(t3, key=lambda i: (i >= head_n, -i if i >= head_n else i))  # head before tail, nearest the ends first
-    taken += _fit(c3, _costs(lines, c3, ascii_only, cut=True), room - spent)[0]
+    taken += _fit(lines, c3, room - spent, ascii_only, cut=True)[0]
     shown.update(taken)
     rendered = {i: _cut_line(lines[i])[0] for i in taken if len(lines[i]) > MAX_LINE_CHARS}
 
