@@ -490,6 +490,21 @@ def test_summary_lines_are_bounded_too_the_last_first() -> None:
 
 # ---------------------------------------------------------------- the cheaper forms find what the plain ones find
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["=", "===", " ", "passed", "failed", "errors", "error", "no tests ran", "skipped",
+                                 "deselected", "x", "_", ",", "\n", "é", "1", "s"]), max_size=24))
+def test_the_pytest_summary_words_are_found_where_every_character_was_tried(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    text = "\n" + "".join(parts)
+    plain = r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"
+    spec = next(pat for tag, pat in D._RUNNERS["pytest"][1] if "no tests ran" in pat)
+    assert [m.span() for m in re.finditer(spec, text)] == [m.span() for m in re.finditer(plain, text)]
+    ascii_text = text.replace("é", "e")
+    assert [m.span() for m in re.finditer(D._ascii_form(spec), ascii_text, re.A)] == \
+        [m.span() for m in re.finditer(plain, ascii_text)]
+
+
 def _all_scans() -> list:
     from ctxlifed.core import digest as D
 
@@ -624,7 +639,8 @@ def _fit_step_per_row(lines: list[str], rows: list[int], room: int, cut: bool) -
     return taken, room - left, skipped
 
 
-_FIT_LINES = st.lists(st.one_of(st.text(alphabet="ab ", max_size=30), st.text(alphabet="a中", max_size=12),
+# never an empty line: blank lines are dropped before lines are fitted, so a shown line costs at least 2
+_FIT_LINES = st.lists(st.one_of(st.text(alphabet="ab ", min_size=1, max_size=30), st.text(alphabet="a中", min_size=1, max_size=12),
                                 st.integers(min_value=380, max_value=12000).map(lambda n: "x" * n)), max_size=150)
 
 

@@ -251,7 +251,10 @@ _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bC
 _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "pytest": (r"test session starts|::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S+::"
                r"|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
-        ("t0", r"\n=+ [^\n]*?\b(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
+        # a "=== ... ===" line with one of the words: the words are tried where a word starts, one run of word
+        # characters and one of others at a time (the same lines as ``[^\n]*?\b(?:...)\b``, which tried them at
+        # every character of every "===" line)
+        ("t0", r"\n=+ (?:\w*+[^\w\n]++)*?(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
         ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
         ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
         # a path's characters taken possessively (":" ends them), then "does it end in .py": no backtracking
@@ -536,7 +539,7 @@ def _ends_run(atom: str, after: str) -> bool:
 def _fast_starts(alt: str, depth: int = 0) -> list[str]:
     """Branches equivalent, in this order, to the regex branch ``alt`` (same matches, same spans, tried in
     the same order), each starting with a literal or a class where that can be done: ``X+r`` ->
-    ``XX*r``, ``X{m,n}r`` -> ``XX{m-1,n-1}r``, ``X*r`` -> ``XX*r | r``, ``X?r`` -> ``Xr | r``,
+    ``XX*r``, ``X++r`` -> ``XX*+r`` (X one character), ``X{m,n}r`` -> ``XX{m-1,n-1}r``, ``X*r`` -> ``XX*r | r``, ``X?r`` -> ``Xr | r``,
     ``(?:A|B)r`` -> ``Ar | Br`` (and ``(?:A|B)?r`` -> ``Ar | Br | r``)."""
     n = _first_atom(alt)
     if n == 0 or depth > 4:
@@ -552,6 +555,8 @@ def _fast_starts(alt: str, depth: int = 0) -> list[str]:
         out = [b for a in inner for b in _fast_starts(a, depth + 1)]
         return out + (_fast_starts(after, depth + 1) if quant == "?" and after else [] if quant != "?" else [after])
     if not quant:
+        if rest.startswith("++") and not atom.startswith("("):  # a possessive run of one character: X++r -> XX*+r
+            return [atom + atom + "*+" + rest[2:]]
         return [alt]
     # Leading white space before something that cannot start with white space: giving some of it back
     # cannot help, so it is taken possessively (no retry of the rest at every shorter run).
