@@ -585,25 +585,28 @@ _INDENT = _HSPACE + _HSPACE + "*+"  # a leading run of it, taken possessively (s
 
 def _head(branch: str) -> str | None:
     """The part every match of ``branch`` starts with, when it is one unquantified atom (a literal, an
-    escape, a class), the possessive indent, or such an atom repeated possessively (``\\d++``: the run
-    is the same whatever follows, so branches that start with it can share it): what branches are
-    grouped by (None: not groupable)."""
+    escape, a class), the possessive indent, or such an atom repeated possessively (``\\d++``, ``\\d*+``:
+    the run is the same whatever follows, so branches that start with it can share it): what branches
+    are grouped by (None: not groupable)."""
     if branch.startswith(_INDENT):
         return _INDENT
     n = _first_atom(branch)
     if n == 0 or branch[0] == "(":
         return None
-    if branch[n:n + 2] == "++":
+    if branch[n:n + 2] in ("++", "*+"):
         return branch[:n + 2]
     if branch[n:n + 1] in ("*", "+", "?", "{"):
         return None
     return branch[:n]
 
 
-def _first_char(head: str) -> str:
-    """The one-character atom a head's first character matches (the repeated atom of a run)."""
+def _first_char(head: str) -> str | None:
+    """The one-character atom a head's first character matches (the repeated atom of a run); None when
+    the head may match nothing (``X*+``: then the branch starts with whatever follows it)."""
     if head == _INDENT:
         return _HSPACE
+    if head.endswith("*+"):
+        return None
     return head[:-2] if head.endswith("++") else head
 
 
@@ -623,9 +626,10 @@ def _chars(atom: str) -> frozenset[str] | None:
 def _may_share_start(a: str | None, b: str | None) -> bool:
     """Whether a branch headed by ``a`` and one headed by ``b`` may both match at one position (True when
     it cannot be shown that their first characters differ)."""
+    a = _first_char(a) if a is not None else None
+    b = _first_char(b) if b is not None else None
     if a is None or b is None:
         return True
-    a, b = _first_char(a), _first_char(b)
     ca, cb = _chars(a), _chars(b)
     if ca is not None and cb is not None:
         return bool(ca & cb)
