@@ -57,7 +57,11 @@ Rules:
   literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
   that gives each match as its word's text, with no match object, and only the words with a tier that were
   found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
-  their line-start marks (:func:`_runners_marked`); ``git status`` entries are counted in one pass. Any such
+  their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
+  (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
+  comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
+  cheaper gate every match holds; a count that cannot reach its threshold (too few of the letters every match
+  holds, counted in C) is not made; ``git status`` entries are counted in one pass. Any such
   rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
   it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
   literal search, though it runs fewer instructions. Matches become line indexes and tiers through
@@ -211,11 +215,12 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
             return "search"
     head = "\n" + text[:TEXT_HEAD]
     tail = "\n" + text[-TEXT_TAIL:] if len(text) > TEXT_HEAD else ""
-    # the most important of test, install, build marked at a line start in the head, then in the tail
-    # (test and install only, and only those more important than the head's)
-    in_head = _first_kind_marked(head, _TEXT_KINDS_ALL)
-    if in_head == _K_TEST:
+    # the most important of test, install, build marked at a line start in the head (test alone first: most
+    # texts that reach here with test marks have them early), then in the tail (test and install only, and
+    # only those more important than the head's)
+    if _first_kind_marked(head, _TEXT_KINDS_TEST) == _K_TEST:
         return "test"
+    in_head = _first_kind_marked(head, _TEXT_KINDS_NOT_TEST)
     in_tail = _first_kind_marked(tail, frozenset(range(min(in_head, _K_BUILD)))) if tail else _K_NONE
     if in_tail == _K_TEST or _found(_TEXT_LOOSE[_K_TEST], head) or (tail and _found(_TEXT_LOOSE[_K_TEST], tail)):
         return "test"
@@ -877,6 +882,7 @@ _TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "in
 _TEXT_KIND_SPECS = (_TEXT_TEST, _TEXT_INSTALL, _TEXT_BUILD)
 _K_TEST, _K_INSTALL, _K_BUILD, _K_NONE = range(4)
 _TEXT_KINDS_ALL = frozenset((_K_TEST, _K_INSTALL, _K_BUILD))
+_TEXT_KINDS_TEST, _TEXT_KINDS_NOT_TEST = frozenset((_K_TEST,)), frozenset((_K_INSTALL, _K_BUILD))
 
 
 def _rooted_at(alt: str, char: str) -> str:
