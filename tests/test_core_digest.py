@@ -658,6 +658,7 @@ def test_git_status_lines_of_only_a_tab_are_not_entries() -> None:
 # ---------------------------------------------------------------- output_kind: the cheaper checks decide as the plain ones
 
 _PLAIN_MATCH_LINE = r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)"
+_PLAIN_CLOCK = r":\d\d:\d\d(?<=\d\d:\d\d:\d\d)"  # hh:mm:ss (the form on main)
 _PLAIN_LEVEL = r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b"
 
 
@@ -682,7 +683,7 @@ def _plain_kind_of_text(text: str) -> str:
     sample = head[:8192]
     n = sample.count("\n")
     if n >= 8:
-        if len(re.findall(r"(?<=\d\d:\d\d):\d\d", sample)) * 2 >= n or len(re.findall(_PLAIN_LEVEL, sample)) * 2 >= n:
+        if len(re.findall(_PLAIN_CLOCK, sample)) * 2 >= n or len(re.findall(_PLAIN_LEVEL, sample)) * 2 >= n:
             return "log"
         if len(re.findall(_PLAIN_MATCH_LINE, sample)) * 5 >= n * 3:
             return "search"
@@ -789,3 +790,16 @@ def test_rooted_at_moves_a_branch_start_to_its_literal() -> None:
     assert _rooted_at(r":\d", ":") == r":\d"
     with pytest.raises(AssertionError):
         _rooted_at(r"\d:", ":")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "12:30:45", "1", ":", "12:30", ":45", " ", "é", "x", "12:30:45:67"]), max_size=80),
+       st.integers(min_value=0, max_value=30))
+@example(["12:30:45"], 1)
+@example(["x\n12:30:45 12:30:45 12:30:45\n"], 3)
+def test_clock_count_in_halves_reaches_a_need_as_the_whole_count(parts: list[str], need: int) -> None:
+    from ctxlifed.core import digest as D
+
+    sample = "\n" + "".join(parts)
+    for rx in (D._CLOCK_RE, D._CLOCK_ARE if sample.isascii() else D._CLOCK_RE):
+        assert D._reaches(rx, sample, need) == (len(re.findall(_PLAIN_CLOCK, sample)) >= need)

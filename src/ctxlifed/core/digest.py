@@ -61,7 +61,8 @@ Rules:
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
   cheaper gate every match holds; a count that cannot reach its threshold (too few of the letters every match
-  holds, counted in C) is not made; ``git status`` entries are counted in one pass. Any such
+  holds, counted in C) is not made, and one that may is made on the first half of its sample first
+  (:func:`_reaches`); ``git status`` entries are counted in one pass. Any such
   rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
   it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
   literal search, though it runs fewer instructions. Matches become line indexes and tiers through
@@ -237,7 +238,7 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
         ascii_only = sample.isascii()
         # half the lines timestamped or levelled (the levels are not counted when the stamps are enough;
         # nor when the sample has too few of the letters one of them must hold, see _LEVEL_LETTERS)
-        if len((_CLOCK_ARE if ascii_only else _CLOCK_RE).findall(sample)) * 2 >= n or (
+        if _reaches(_CLOCK_ARE if ascii_only else _CLOCK_RE, sample, (n + 1) // 2) or (
                 sum(map(sample.count, _LEVEL_LETTERS)) * 2 >= n
                 and len((_LEVEL_ARE if ascii_only else _LEVEL_RE).findall(sample)) * 2 >= n):
             return "log"
@@ -911,6 +912,17 @@ _TEXT_LOOSE: tuple[list[_Scan], ...] = tuple(
 _BUILD_LOOSE_GATE_RE = re.compile(r": (?:(?<=\d: )(?:fatal )?(?:error|warning):|(?<=\): )error TS\d)")
 _CLOCK_ARE, _LEVEL_ARE, _MATCH_LINE_ARE, _BUILD_LOOSE_GATE_ARE = map(
     _ascii_twin, (_CLOCK_RE, _LEVEL_RE, _MATCH_LINE_RE, _BUILD_LOOSE_GATE_RE))
+
+
+def _reaches(rx: re.Pattern[str], sample: str, need: int) -> bool:
+    """Whether ``rx``, whose matches never hold a line end and look behind only within their line, has ``need``
+    matches in ``sample``: counted in its first half (up to a line end) first, and in the rest only when those
+    are not enough (a log's stamps are on every line: its first half decides)."""
+    cut = sample.find("\n", len(sample) // 2) + 1  # just after a line end: no match spans it
+    if cut <= 0:
+        return len(rx.findall(sample)) >= need
+    first = len(rx.findall(sample, 0, cut))
+    return first >= need or first + len(rx.findall(sample, cut)) >= need
 
 
 def _build_loose_marked(part: str) -> bool:
