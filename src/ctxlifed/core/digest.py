@@ -906,10 +906,12 @@ _TEXT_LOOSE: tuple[list[_Scan], ...] = tuple(
                                     for alt in _alternatives(pat) if not alt.startswith("\\n")))])
     for k, spec in enumerate(_TEXT_KIND_SPECS))
 # Every match of build's loose marks holds the ": " of its ``: error``/``: warning`` on its own line: that
-# ": " with the character before it (a digit, or ")" for tsc) is searched first, and the marks only from the
-# line of its first match on (no match is on a line before it). Most texts have no such ": ", and many more
-# ":" that each root mark would be tried at.
-_BUILD_LOOSE_GATE_RE = re.compile(r": (?:(?<=\d: )(?:fatal )?(?:error|warning):|(?<=\): )error TS\d)")
+# ": " with what follows it and the character before it (a digit, or ")" for tsc) is searched first, and the
+# marks only from the line of its first match on (no match is on a line before it). Most texts have no such
+# ": ", and many more ":" that each root mark would be tried at. Each branch starts with a literal and checks
+# behind after it, so the engine rejects most ": " on the character after them.
+_BUILD_LOOSE_GATE_RE = re.compile(r": (?:error(?::(?<=\d: error:)| TS\d(?<=\): error TS\d))|warning:(?<=\d: warning:)"
+                                  r"|fatal (?:error:(?<=\d: fatal error:)|warning:(?<=\d: fatal warning:)))")
 _CLOCK_ARE, _LEVEL_ARE, _MATCH_LINE_ARE, _BUILD_LOOSE_GATE_ARE = map(
     _ascii_twin, (_CLOCK_RE, _LEVEL_RE, _MATCH_LINE_RE, _BUILD_LOOSE_GATE_RE))
 
