@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxlifed.core.compress_policy import CompressSettings, decide, worth_replacing
@@ -511,6 +511,8 @@ def _all_scans() -> list:
     scans = [sc for kind in D._PATTERNS.values() for sc in kind] + [sc for kind in D._TEXT_SCANS.values() for sc in kind]
     scans += [sc for marks, spec in D._RUNNER_SCANS.values() for sc in (*marks, *spec)]
     scans.append(D._line_start_marks(frozenset(range(len(D._RUNNER_NAMES)))))
+    scans += [sc for loose in D._TEXT_LOOSE for sc in loose]
+    scans += [D._text_line_marks(kinds) for kinds in (D._TEXT_KINDS_ALL, D._TEXT_KINDS_TEST, D._TEXT_KINDS_NOT_TEST)]
     return scans
 
 
@@ -531,7 +533,9 @@ def _same_on_ascii(nb: str) -> None:
             assert all(nb.startswith(sc.needle, m.start()) for m in sc.rx.finditer(nb))
     for rx in (D._PY_TEST_FAIL_RE,):
         assert _matches(D._ascii_twin(rx), nb) == _matches(rx, nb)
-    for rx, arx in ((D._WARN_WORD_RE, D._WARN_WORD_ARE), (D._WARN_AT_RE, D._WARN_AT_ARE)):
+    for rx, arx in ((D._WARN_WORD_RE, D._WARN_WORD_ARE), (D._WARN_AT_RE, D._WARN_AT_ARE), (D._CLOCK_RE, D._CLOCK_ARE),
+                    (D._LEVEL_RE, D._LEVEL_ARE), (D._MATCH_LINE_RE, D._MATCH_LINE_ARE),
+                    (D._BUILD_LOOSE_GATE_RE, D._BUILD_LOOSE_GATE_ARE)):
         assert arx is not rx and _matches(arx, nb) == _matches(rx, nb)
 
 
@@ -677,3 +681,153 @@ def test_git_status_lines_of_only_a_tab_are_not_entries() -> None:
 
     nb = "\nOn branch main\nUntracked files:\n\ta.py\n\tb.py\n\t\n\t\n\t \n\tmodified:   c.py\n"
     assert _status_entries(nb) == Counter({"untracked/other": 2, "modified": 1})
+
+
+# ---------------------------------------------------------------- output_kind: the cheaper checks decide as the plain ones
+
+_PLAIN_MATCH_LINE = r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)"
+_PLAIN_CLOCK = r":\d\d:\d\d(?<=\d\d:\d\d:\d\d)"  # hh:mm:ss (the form on main)
+_PLAIN_LEVEL = r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b"
+
+
+def _plain_kind_of_text(text: str) -> str:
+    """output_kind from the text alone, written out plainly: every mark searched on its own, in rank order."""
+    from ctxlifed.core import digest as D
+
+    head = "\n" + text[:32768]
+    tail = "\n" + text[-8192:] if len(text) > 32768 else ""
+
+    def marked(spec: list[tuple[str, str]], part: str) -> bool:
+        return any(re.search(pat, part) for _tag, pat in spec)
+
+    if marked(D._TEXT_TEST, head) or (tail and marked(D._TEXT_TEST, tail)):
+        return "test"
+    if marked(D._TEXT_INSTALL, head) or (tail and marked(D._TEXT_INSTALL, tail)):
+        return "install"
+    if marked(D._TEXT_BUILD, head):
+        return "build"
+    if "diff --git a/" in head[:4096] or re.search(r"--- a/\S+\n\+\+\+ b/", head[:4096]):
+        return "diff"
+    sample = head[:8192]
+    n = sample.count("\n")
+    if n >= 8:
+        if len(re.findall(_PLAIN_CLOCK, sample)) * 2 >= n or len(re.findall(_PLAIN_LEVEL, sample)) * 2 >= n:
+            return "log"
+        if len(re.findall(_PLAIN_MATCH_LINE, sample)) * 5 >= n * 3:
+            return "search"
+    return "other"
+
+
+_KIND_MARKS = ["test session starts", "\nRan 3 tests in 0.1s", "\ntest result: ok", "\n--- FAIL: T", "\nok  pkg 0.1s",
+               "\nFAIL\tpkg 2.5s", "\nTests: 3", "\n# tests 3", "\nℹ pass 2", "\n  3 passing (", "\n== 1 passed in 0.1s",
+               "\nSuccessfully installed a", "\nRequirement already satisfied: a", "\nnpm error x", "\nadded 3 packages",
+               "\nERROR: No matching distribution", "a.c:1:2: error: x", "a.c:1:2: fatal warning: x", "b.py:3: error: y",
+               "x(1,2): error TS2322", "\nerror[E0308]: x", "\nwarning[E1]: x", "\nerror: could not compile",
+               "\nFound 2 errors in", "\nmake: ***", "\nmake[2]: ***", "\n   --> src/a.rs:1:2", "diff --git a/x",
+               "--- a/x\n+++ b/x", "12:30:45 ", "INFO ", "ERROR ", "WARNING", "\na/b/c\n", "\nx.py:3:", "\nx:1-",
+               ": error:", "1: error:", "): error TS", "1: warning:", ":1:", "a.py:", "\n==="]
+_KIND_FILLERS = ["x", " ", "\n", "é", "ü\n", "abc def\n", "12:00", ":", "E", "A", "I", "\t", ": ", "1",
+                 "2026-01-01 10:00:00 INFO w: ok\n", "path/to/f.py:12: x\n", "src/a/b.rs\n", "ERROR\n"]
+
+
+@st.composite
+def _kind_texts(draw: st.DrawFn) -> str:
+    """Texts of a filler repeated to a size around the head/tail/sample bounds, with marks put at those bounds,
+    at the start, at the end."""
+    size = draw(st.sampled_from([0, 60, 4090, 8190, 8200, 32760, 32775, 33000, 40960, 41000, 41000, 50000, 50000]))
+    unit = "".join(draw(st.lists(st.sampled_from(_KIND_FILLERS), min_size=1, max_size=6)))
+    text = (unit * (size // len(unit) + 1))[:size]
+    for mark in draw(st.lists(st.sampled_from(_KIND_MARKS), max_size=4)):
+        n, k = len(text), len(mark)
+        at = draw(st.sampled_from([0, n, n // 2, 4096 - k // 2, 8191, 8192 - k, 32767, 32768 - k, 32768 - k // 2,
+                                   n + k - 8192, n + k - 8193, n - 8192 - k // 2, n - k]))
+        at = min(max(at, 0), n)
+        text = text[:at] + mark + text[at:]
+    return text
+
+
+def _put(mark: str, at: int, size: int = 41000) -> str:
+    """``mark`` at ``at`` (from the end when negative, counted in the final text) in ``size`` filler characters."""
+    text = ("abc def\n" * (size // 8 + 1))[:size]
+    at = at if at >= 0 else size + len(mark) + at
+    return text[:at] + mark + text[at:]
+
+
+_BOUNDS = [_put(m, at) for m in ("a.c:1:2: error: x", "\nmake: ***", "test session starts", "\ntest result: ok",
+                                 "\nadded 3 packages") for at in (32768 - len(m), 32769 - len(m), -8192, -8193)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_kind_texts())
+def test_output_kind_from_the_text_is_the_plain_checks_one(text: str) -> None:
+    assert output_kind(text) == _plain_kind_of_text(text)
+
+
+def test_output_kind_from_the_text_is_the_plain_checks_one_at_the_head_and_tail_bounds() -> None:
+    kinds = [output_kind(text) for text in _BOUNDS]
+    assert kinds == [_plain_kind_of_text(text) for text in _BOUNDS]
+    assert {"build", "test", "install", "other"} <= set(kinds)  # marks just inside and just outside the bounds
+
+
+def test_output_kind_from_the_text_is_the_plain_checks_one_on_the_corpus() -> None:
+    for _n, _m, text in corpus():
+        for t in (text, text * (100 * 1024 // len(text) + 1)):
+            assert output_kind(t) == _plain_kind_of_text(t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_kind_texts())
+def test_the_first_kind_marked_is_the_most_important_marked_alone(text: str) -> None:
+    from ctxlifed.core import digest as D
+
+    part = "\n" + text
+    for kinds in (D._TEXT_KINDS_ALL, D._TEXT_KINDS_TEST, D._TEXT_KINDS_NOT_TEST, frozenset({0, 1}), frozenset()):
+        alone = [k for k in sorted(kinds) if any(re.search(alt, part) for _t, pat in D._TEXT_KIND_SPECS[k]
+                                                 for alt in D._alternatives(pat) if alt.startswith("\\n"))]
+        assert D._first_kind_marked(part, kinds) == (alone[0] if alone else D._K_NONE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_kind_texts())
+def test_build_marks_not_at_a_line_start_are_found_behind_their_gate_as_alone(text: str) -> None:
+    from ctxlifed.core import digest as D
+
+    part = "\n" + text
+    alone = any(re.search(alt, part) for _t, pat in D._TEXT_BUILD for alt in D._alternatives(pat) if not alt.startswith("\\n"))
+    assert D._build_loose_marked(part) == alone
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "a", "é", "/", "./", "../", ".", ":", "12", "-", "@", "+", "x.py", ":3:", "\t",
+                                 "INFO", "DEBUG", "ERROR", "WARNING", "WARN", "E", "A", "I", "NOTICEX", "TRACE"]), max_size=60))
+@example(["\n", "a", "/", "a", " ", "a", "\n", "./", "x", "/", "y", "/", "\n", "x.py", ":3:", "\n"])
+def test_log_and_search_checks_count_as_the_plain_patterns(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    sample = "\n" + "".join(parts)
+    assert len(D._MATCH_LINE_RE.findall(sample)) == len(re.findall(_PLAIN_MATCH_LINE, sample))
+    levels = len(re.findall(_PLAIN_LEVEL, sample))
+    assert len(D._LEVEL_RE.findall(sample)) == levels
+    assert levels <= sum(map(sample.count, D._LEVEL_LETTERS))  # the bound that lets the level count be skipped
+
+
+def test_rooted_at_moves_a_branch_start_to_its_literal() -> None:
+    from ctxlifed.core.digest import _rooted_at
+
+    assert _rooted_at(r"\.py:\d++: error:", ":") == r":(?<=\.py:)\d++: error:"
+    assert _rooted_at(r":\d", ":") == r":\d"
+    with pytest.raises(AssertionError):
+        _rooted_at(r"\d:", ":")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "12:30:45", "1", ":", "12:30", ":45", " ", "é", "x", "12:30:45:67"]), max_size=80),
+       st.integers(min_value=0, max_value=30))
+@example(["12:30:45"], 1)
+@example(["x\n12:30:45 12:30:45 12:30:45\n"], 3)
+def test_clock_count_in_halves_reaches_a_need_as_the_whole_count(parts: list[str], need: int) -> None:
+    from ctxlifed.core import digest as D
+
+    sample = "\n" + "".join(parts)
+    for rx in (D._CLOCK_RE, D._CLOCK_ARE if sample.isascii() else D._CLOCK_RE):
+        assert D._reaches(rx, sample, need) == (len(re.findall(_PLAIN_CLOCK, sample)) >= need)

@@ -57,7 +57,12 @@ Rules:
   literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
   that gives each match as its word's text, with no match object, and only the words with a tier that were
   found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
-  their line-start marks (:func:`_runners_marked`); ``git status`` entries are counted in one pass. Any such
+  their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
+  (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
+  comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
+  cheaper gate every match holds; a count that cannot reach its threshold (too few of the letters every match
+  holds, counted in C) is not made, and one that may is made on the first half of its sample first
+  (:func:`_reaches`); ``git status`` entries are counted in one pass. Any such
   rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
   it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
   literal search, though it runs fewer instructions. Matches become line indexes and tiers through
@@ -181,7 +186,16 @@ _TEXT_INSTALL = [("t0",
 _TEXT_DIFF_HEADER_RE = re.compile(r"--- a/\S+\n\+\+\+ b/")
 # hh:mm:ss, found from its first ":" (a literal the engine searches fast) and checked behind
 _CLOCK_RE = re.compile(r":\d\d:\d\d(?<=\d\d:\d\d:\d\d)")
-_MATCH_LINE_RE = re.compile(r"\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)")
+# ``path:line:`` or a path alone on its line. Every run is taken possessively: what must follow it (":",
+# "/", the line's end) is a character it cannot match, so giving characters back never helps (the same
+# matches as ``\n[^\s:]+:\d+[:-]|\n\.{0,2}/?[\w.@+-]+(?:/[\w.@+ -]+)+/?(?=\n)``)
+_MATCH_LINE_RE = re.compile(r"\n[^\s:]++:\d+[:-]|\n\.{0,2}/?[\w.@+-]++(?:/[\w.@+ -]++)++/?(?=\n)")
+_LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
+# every level word holds one of these letters, and matches do not overlap: a sample holding fewer of them
+# than half its lines cannot have a level on half its lines (counted in C, without the regex)
+_LEVEL_LETTERS = ("E", "A", "I")
+TEXT_HEAD = 32 * 1024  # a kind is recognised from the text by its marks in this many first characters
+TEXT_TAIL = 8 * 1024  # ... or, for a test run or an install (their summaries come last), in this many last
 
 
 def output_kind(text: str, command: str | None = None) -> OutputKind:
@@ -200,13 +214,20 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
             return "log"
         if any_segment(_SEARCH_RE, cmd):
             return "search"
-    head = "\n" + text[:32768]
-    tail = "\n" + text[-8192:] if len(text) > 32768 else ""
-    if _found(_TEXT_SCANS["test"], head) or (tail and _found(_TEXT_SCANS["test"], tail)):
+    head = "\n" + text[:TEXT_HEAD]
+    tail = "\n" + text[-TEXT_TAIL:] if len(text) > TEXT_HEAD else ""
+    # the most important of test, install, build marked at a line start in the head (test alone first: most
+    # texts that reach here with test marks have them early), then in the tail (test and install only, and
+    # only those more important than the head's)
+    if _first_kind_marked(head, _TEXT_KINDS_TEST) == _K_TEST:
         return "test"
-    if _found(_TEXT_SCANS["install"], head) or (tail and _found(_TEXT_SCANS["install"], tail)):
+    in_head = _first_kind_marked(head, _TEXT_KINDS_NOT_TEST)
+    in_tail = _first_kind_marked(tail, frozenset(range(min(in_head, _K_BUILD)))) if tail else _K_NONE
+    if in_tail == _K_TEST or _found(_TEXT_LOOSE[_K_TEST], head) or (tail and _found(_TEXT_LOOSE[_K_TEST], tail)):
+        return "test"
+    if _K_INSTALL in (in_head, in_tail):
         return "install"
-    if _found(_TEXT_SCANS["build"], head):
+    if in_head == _K_BUILD or _build_loose_marked(head):
         return "build"
     diff_head = head[:4096]
     if "diff --git a/" in diff_head or _TEXT_DIFF_HEADER_RE.search(diff_head):
@@ -214,10 +235,14 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
     sample = head[:8192]
     n = sample.count("\n")
     if n >= 8:
-        # half the lines timestamped or levelled (the levels are not counted when the stamps are enough)
-        if len(_CLOCK_RE.findall(sample)) * 2 >= n or len(_LEVEL_RE.findall(sample)) * 2 >= n:
+        ascii_only = sample.isascii()
+        # half the lines timestamped or levelled (the levels are not counted when the stamps are enough;
+        # nor when the sample has too few of the letters one of them must hold, see _LEVEL_LETTERS)
+        if _reaches(_CLOCK_ARE if ascii_only else _CLOCK_RE, sample, (n + 1) // 2) or (
+                sum(map(sample.count, _LEVEL_LETTERS)) * 2 >= n
+                and len((_LEVEL_ARE if ascii_only else _LEVEL_RE).findall(sample)) * 2 >= n):
             return "log"
-        if len(_MATCH_LINE_RE.findall(sample)) * 5 >= n * 3:
+        if len((_MATCH_LINE_ARE if ascii_only else _MATCH_LINE_RE).findall(sample)) * 5 >= n * 3:
             return "search"
     return "other"
 
@@ -863,6 +888,87 @@ def _found(scans: list[_Scan], text: str) -> bool:
 
 _TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
 
+# The kinds recognised from the text by their marks, most important first (their index is their rank).
+_TEXT_KIND_SPECS = (_TEXT_TEST, _TEXT_INSTALL, _TEXT_BUILD)
+_K_TEST, _K_INSTALL, _K_BUILD, _K_NONE = range(4)
+_TEXT_KINDS_ALL = frozenset((_K_TEST, _K_INSTALL, _K_BUILD))
+_TEXT_KINDS_TEST, _TEXT_KINDS_NOT_TEST = frozenset((_K_TEST,)), frozenset((_K_INSTALL, _K_BUILD))
+
+
+def _rooted_at(alt: str, char: str) -> str:
+    """The regex branch ``alt``, whose literal start holds ``char``, rewritten to start at that ``char``
+    with what comes before it checked behind: it matches where ``alt`` does, that many characters on
+    (``\\.py:\\d`` -> ``:(?<=\\.py:)\\d``), so branches rooted at one literal can share its search."""
+    i = 0
+    while (lit := _literal_at(alt, i)) is not None and lit[0] != char:
+        i += lit[1]
+    assert lit is not None, f"{char!r} is not in the literal start of {alt}"
+    j = i + lit[1]
+    return alt if i == 0 else alt[i:j] + f"(?<={alt[:j]})" + alt[j:]
+
+
+# The marks not at a line start, per kind: test's by their needle; build's rooted at their first ":" and
+# joined in one scan (one search of ":" for all of them, where each had a search of its own)
+_TEXT_LOOSE: tuple[list[_Scan], ...] = tuple(
+    _compile([(tag, loose) for tag, pat in spec
+              if (loose := "|".join(_rooted_at(alt, ":") if k == _K_BUILD else alt
+                                    for alt in _alternatives(pat) if not alt.startswith("\\n")))])
+    for k, spec in enumerate(_TEXT_KIND_SPECS))
+# Every match of build's loose marks holds the ": " of its ``: error``/``: warning`` on its own line: that
+# ": " with what follows it and the character before it (a digit, or ")" for tsc) is searched first, and the
+# marks only from the line of its first match on (no match is on a line before it). Most texts have no such
+# ": ", and many more ":" that each root mark would be tried at. Each branch starts with a literal and checks
+# behind after it, so the engine rejects most ": " on the character after them.
+_BUILD_LOOSE_GATE_RE = re.compile(r": (?:error(?::(?<=\d: error:)| TS\d(?<=\): error TS\d))|warning:(?<=\d: warning:)"
+                                  r"|fatal (?:error:(?<=\d: fatal error:)|warning:(?<=\d: fatal warning:)))")
+_CLOCK_ARE, _LEVEL_ARE, _MATCH_LINE_ARE, _BUILD_LOOSE_GATE_ARE = map(
+    _ascii_twin, (_CLOCK_RE, _LEVEL_RE, _MATCH_LINE_RE, _BUILD_LOOSE_GATE_RE))
+
+
+def _reaches(rx: re.Pattern[str], sample: str, need: int) -> bool:
+    """Whether ``rx``, whose matches never hold a line end and look behind only within their line, has ``need``
+    matches in ``sample``: counted in its first half (up to a line end) first, and in the rest only when those
+    are not enough (a log's stamps are on every line: its first half decides)."""
+    cut = sample.find("\n", len(sample) // 2) + 1  # just after a line end: no match spans it
+    if cut <= 0:
+        return len(rx.findall(sample)) >= need
+    first = len(rx.findall(sample, 0, cut))
+    return first >= need or first + len(rx.findall(sample, cut)) >= need
+
+
+def _build_loose_marked(part: str) -> bool:
+    """Whether a build mark that is not at a line start is in ``part`` (see above)."""
+    gate = _pick(_BUILD_LOOSE_GATE_RE, _BUILD_LOOSE_GATE_ARE, part).search(part)
+    if gate is None:
+        return False
+    (scan,) = _TEXT_LOOSE[_K_BUILD]
+    return _pick(scan.rx, scan.arx, part).search(part, part.rfind("\n", 0, gate.start()) + 1) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _text_line_marks(kinds: frozenset[int]) -> _Scan | None:
+    """The line-start marks of ``kinds`` joined in one scan whose branches name their kind (``t<rank>``),
+    the most important kind's first."""
+    spec = [(f"t{k}", "|".join(alt for tag, pat in _TEXT_KIND_SPECS[k] for alt in _alternatives(pat)
+                               if alt.startswith("\\n")))
+            for k in sorted(kinds)]
+    scans = _compile([(tag, pat) for tag, pat in spec if pat])
+    return scans[0] if scans else None
+
+
+def _first_kind_marked(part: str, kinds: frozenset[int]) -> int:
+    """The most important of ``kinds`` (lowest rank) with a line-start mark in ``part`` (:data:`_K_NONE` when
+    none): ONE pass of all their marks; a match names a kind (the most important one marked there), and the
+    pass goes on from it with the more important kinds only (none has a mark before it)."""
+    first = _K_NONE
+    pos = 0
+    while kinds and (scan := _text_line_marks(kinds)) is not None and (
+            m := _pick(scan.rx, scan.arx, part).search(part, pos)) is not None:
+        first = scan.info[m.lastgroup][0]  # type: ignore[index]  # the tier is the kind's rank
+        kinds = frozenset(k for k in kinds if k < first)
+        pos = m.start()
+    return first
+
 _RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)) for name, (marks, spec) in _RUNNERS.items()}
 
 
@@ -940,7 +1046,6 @@ _WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
 # ("" when not). The flag is read in a lookahead, so a second warning on the same line is still found.
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
 _WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
-_LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
 _COLON_DIGIT_RE = re.compile(r":\d")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
