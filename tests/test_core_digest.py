@@ -491,6 +491,24 @@ def test_summary_lines_are_bounded_too_the_last_first() -> None:
 # ---------------------------------------------------------------- the cheaper forms find what the plain ones find
 
 @settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "ERROR: ", "xERROR: ", "  ", "Could not find a version", "No matching distribution",
+                                 "Failed to build", " x", "Could", "é"]), max_size=20))
+def test_install_phrases_after_error_are_not_found_twice_but_their_lines_are_the_same(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    plain = re.compile(r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: |\bfatal: |\bFailed to build\b"
+                       r"|\bCould not find a version\b|\bNo matching distribution\b")
+    want = {nb.count("\n", 1, m.start() + 1) for m in plain.finditer(nb)}
+    got: set[int] = set()
+    for scan in D._PATTERNS["install"]:
+        offsets, groups = D._where(scan, nb, True)
+        got.update(row for row, g in zip(D._rows(nb, offsets), groups if groups else [None] * len(offsets))
+                   if scan.info.get(g, scan.info.get(None)) == (1, 0, False))
+    assert got == want
+
+
+@settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["=", "===", " ", "passed", "failed", "errors", "error", "no tests ran", "skipped",
                                  "deselected", "x", "_", ",", "\n", "é", "1", "s"]), max_size=24))
 def test_the_pytest_summary_words_are_found_where_every_character_was_tried(parts: list[str]) -> None:

@@ -333,8 +333,10 @@ _BUILD = [
 _INSTALL = [
     ("t0", r"\nSuccessfully (?:installed|built|uninstalled) |\n(?:added|removed|changed|up to date)\b[^\n]*"
            r"|vulnerabilit|\n(?:\d+ upgraded, \d+ newly installed)"),
-    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: |\bfatal: |\bFailed to build\b"
-           r"|\bCould not find a version\b|\bNo matching distribution\b"),
+    # the phrases are looked for anywhere in a line, except right after a line's "ERROR: ", where that line is
+    # tier 1 already (pip's own lines: a long list of them would be found twice)
+    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: |\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b"
+           r"|\bCould(?<!\nERROR: Could) not find a version\b|\bNo(?<!\nERROR: No) matching distribution\b"),
     ("t2", r"\n[ \t]*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
 ]
 _SEARCH = [
