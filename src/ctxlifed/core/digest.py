@@ -67,7 +67,9 @@ Rules:
   it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
   literal search, though it runs fewer instructions. Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
-  the running cost.
+  the running cost of a prefix costed a chunk at a time, the lines after it passed over by their length
+  (:func:`_fit`). Phrases that a line-start pattern of the same tier already finds where they usually stand
+  are not looked for there again (a lookbehind), so a long list of them is matched once.
 """
 
 from __future__ import annotations
