@@ -338,7 +338,7 @@ def test_fast_starts_takes_leading_white_space_possessively_only_before_a_non_sp
     assert _fast_starts("\\s*[^x]") == ["\\s\\s*[^x]", "[^x]"]
 
 
-_PY_EXC_PLAIN = r"\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
+_PY_EXC_PLAIN = r"\n(?!\d)(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::[^\n]*)?(?=\n|$)"
 
 
 def _py_exc_spans(pattern: str, text: str) -> list[tuple[int, int]]:

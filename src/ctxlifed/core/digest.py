@@ -256,9 +256,11 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # the same tier) or ``t<tier>c<k>`` (the k lines after it join tier 2, as context).
 
 # A Python exception line: ``[pkg.]NameError[: message]``, i.e. the line's first word run (after an optional
-# dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure. Written so that
-# nothing backtracks: the prefix up to the last dot and the name are taken possessively, then the ending is
-# checked behind (the same lines as ``\n(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
+# dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure; the line does not
+# start with a digit (no Python name does: a line of numbers is turned away on its first character). Written
+# so that nothing backtracks: the prefix up to the last dot and the name are taken possessively, then the
+# ending is checked behind (the same lines as
+# ``\n(?!\d)(?:[\w.]+\.)?[A-Z]\w*(?:Error|...|Failure)\b(?::[^\n]*)?(?=\n|$)``).
 # A gate after the first character runs the line's first [\w.] run to its end and checks what follows it
 # and how it ends first: a line whose first run cannot be an exception's name (most lines; a pytest progress
 # line of dots) fails there, in one pass, instead of backtracking through it.
@@ -267,7 +269,7 @@ _EXC_ENDS = r"(?:(?<=\wError)|(?<=\wException)|(?<=\wExit)|(?<=\wInterrupt)|(?<=
 _EXC_GATE = r"(?=[\w.]*+(?![^:\n])(?<=[rnte])" + _EXC_ENDS + ")"
 # One branch for both forms (a dotted prefix, or none and the name's first letter a capital): the line is
 # entered once.
-_PY_EXC = (r"\n[\w.]" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
+_PY_EXC = (r"\n[\w.](?<!\d)" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
            + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
