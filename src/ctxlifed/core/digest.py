@@ -932,13 +932,21 @@ _WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
 _WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-_COLON_DIGIT_RE = re.compile(r":\d")
+# a ``file:line`` match holds ":<digits>:" or ":<digits>-" at its line's first colon: fewer than three of them
+# (found by the engine's literal search for ":") rule out three matches without walking every line
+_GREP_NUM_RE = re.compile(r":\d++[:-]")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
-_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
+# a path line: its directory (group 1) up to the slash before its last name, which may end with one "/"; that
+# slash is the one found first stepping back from the line's end (a fast step back to each "/") that a name
+# follows, on a line that does not end with "//" (where no slash works). ``\.{0,2}`` before ``/?`` is not
+# written: ``[^\s/]`` takes a leading "." too. Then the name is read as the rest of the line (a fast walk).
+_PATH_LINE_RE = re.compile(r"\n(/?+[^\s/][^\n]*/)(?=[^\n/])[^\n]*+(?<!//)(?=\n)")
 _COMMIT_RE = re.compile(r"\n(?:commit [0-9a-f]{7,40}\b|[0-9a-f]{7,12} \S)")
-_AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
+# ``Author: <name> <mail>``: the name is its first character and then up to its last non-blank one before "<"
+# or the line's end (what a lazy ``[^\n<]+?\s*<`` takes), walked once with no step back
+_AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<](?:[^\S\n]*+[^\s<]++)*+)\s*+<")
 STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
 
 
@@ -969,6 +977,15 @@ _PY_TEST_FAIL_RE = re.compile(
 # ---------------------------------------------------------------- helpers
 
 _WORDY_RE = re.compile(r"\w")
+
+
+def _grep_start(nb: str) -> int:
+    """Where the first of three ``:<digits>:`` (or ``-``) starts, or -1 when there are fewer than three: each
+    ``file:line`` match holds one at its line's first colon, on a line of its own."""
+    m = _GREP_NUM_RE.search(nb)
+    if m is None or (m2 := _GREP_NUM_RE.search(nb, m.end())) is None or _GREP_NUM_RE.search(nb, m2.end()) is None:
+        return -1
+    return m.start()
 
 
 def _fmt(n: int) -> str:
@@ -1031,12 +1048,12 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
             authors = Counter(_AUTHOR_RE.findall(nb))
             out.append(f"{commits} commits" + (f"; authors: {_top(authors, 4)}" if authors else ""))
             return out
-        # file:line: matches need a colon and a digit: one literal search rules out a whole pass otherwise
-        files = Counter(_GREP_FILE_RE.findall(nb)) if _COLON_DIGIT_RE.search(nb) else Counter()
+        # three file:line: matches need three ":<digits>:" (or "-"), the first on the first match's line
+        files = Counter(_GREP_FILE_RE.findall(nb, nb.rfind("\n", 0, first))) if (first := _grep_start(nb)) >= 0 else Counter()
         if sum(files.values()) >= 3:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
-        items = _status_entries(nb) if "\n\t" in nb else Counter()
+        items = _status_entries(nb) if "\t" in nb else Counter()  # one character: a fast test
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
