@@ -950,23 +950,31 @@ _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<](?:[^\S\n]*+[^\s<]++)*+)\s*+<")
 STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
 
 
-# a line that starts with a tab and then a non-blank character; the group: its ``<label>`` when it is one
-_STATUS_ENTRY_RE = re.compile(r"\n\t(?![\t \n\r\x0b\x0c])(?:(" + "|".join(map(re.escape, STATUS_LABELS)) + r"):)?")
+# a line that starts with a tab and then a non-blank character; the group: the first letter of its ``<label>``
+# when it is one (read in a lookahead: a one-character string is not a new object, a label would be)
+_STATUS_ENTRY_RE = re.compile(r"\n\t(?![\t \n\r\x0b\x0c])(?:(?=(?:" + "|".join(map(re.escape, STATUS_LABELS))
+                              + r"):)(\w))?")
+_STATUS_BY_LETTER = {label[0]: label for label in STATUS_LABELS}
+assert len(_STATUS_BY_LETTER) == len(STATUS_LABELS)  # the first letters tell the labels apart
 
 
 def _status_entries(nb: str) -> Counter[str]:
     """``git status`` entries by label: the lines that start with a tab and then a non-blank character,
     ``<label>:`` or an untracked path. One pass of a regex found by its literal "\n\t", each entry given as
-    its label (or "") and counted in C: a count per label and per blank took a pass of the text each."""
+    its label's first letter (or "") and counted in C: a count per label and per blank took a pass of the
+    text each."""
     found = Counter(_STATUS_ENTRY_RE.findall(nb))
     other = found.pop("", 0)
-    items = Counter({label: found[label] for label in STATUS_LABELS if found[label]})
+    items = Counter({label: found[c] for c, label in _STATUS_BY_LETTER.items() if found[c]})
     if other > 0:
         items["untracked/other"] = other
     return items
 
 
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
+# a diff's added and removed lines in one pass: a line that starts with "+" or "-" gives that sign, one that
+# starts with "+++ " or "--- " (a file's header) gives "" (one-character and empty strings are not new objects)
+_DIFF_SIGN_RE = re.compile(r"\n(?:\+\+\+ |--- |([-+]))")
 # one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
 _PY_TEST_FAIL_RE = re.compile(
     r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S++) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
@@ -1027,20 +1035,25 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
-        starts = [m.start() for m in _DIFF_FILE_RE.finditer(nb)]
-        if starts:
+        files = [(m.start(), m.group(1)) for m in _DIFF_FILE_RE.finditer(nb)]
+        if files:
+            # each file's lines from its "diff --git" to the next one's; only the first 12 are named, the rest
+            # are counted in one go
             stat: list[str] = []
             adds = dels = 0
-            for j, a in enumerate(starts):
-                seg = nb[a: starts[j + 1] if j + 1 < len(starts) else len(nb)]
-                name = _DIFF_FILE_RE.match(seg)
-                plus = seg.count("\n+") - seg.count("\n+++ ")
-                minus = seg.count("\n-") - seg.count("\n--- ")
+            ends = [a for a, _name in files[1:13]] + [len(nb)]
+            for (a, name), b in zip(files[:12], ends):
+                signs = _DIFF_SIGN_RE.findall(nb, a, b)
+                plus, minus = signs.count("+"), signs.count("-")
                 adds += plus
                 dels += minus
-                stat.append(f"{name.group(1) if name else '?'} +{plus} -{minus}")
-            more = f", … {len(stat) - 12} more" if len(stat) > 12 else ""
-            out.append(f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more)
+                stat.append(f"{name} +{plus} -{minus}")
+            if len(files) > 12:
+                signs = _DIFF_SIGN_RE.findall(nb, files[12][0])
+                adds += signs.count("+")
+                dels += signs.count("-")
+            more = f", … {len(files) - 12} more" if len(files) > 12 else ""
+            out.append(f"{len(files)} files, +{adds} -{dels} lines: " + ", ".join(stat) + more)
     elif kind == "search":
         # a log starts with its first commit: a search that does not is not read for commits
         commits = len(_COMMIT_RE.findall(nb)) if _COMMIT_RE.search(nb, 0, 4096) else 0
