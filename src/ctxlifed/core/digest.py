@@ -932,8 +932,7 @@ _WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
 _WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-# a ``file:line`` match holds ":<digits>:" or ":<digits>-" at its line's first colon: fewer than three of them
-# (found by the engine's literal search for ":") rule out three matches without walking every line
+# what a ``file:line`` match holds at its line's first colon (see _grep_files)
 _GREP_NUM_RE = re.compile(r":\d++[:-]")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
@@ -987,13 +986,16 @@ _PY_TEST_FAIL_RE = re.compile(
 _WORDY_RE = re.compile(r"\w")
 
 
-def _grep_start(nb: str) -> int:
-    """Where the first of three ``:<digits>:`` (or ``-``) starts, or -1 when there are fewer than three: each
-    ``file:line`` match holds one at its line's first colon, on a line of its own."""
+def _grep_files(nb: str) -> Counter[str]:
+    """``file:line`` matches by file when there are at least three (else none). Each match holds a
+    ``:<digits>:`` (or ``-``) at its line's first colon, on a line of its own: with fewer than three of them
+    (found by the engine's literal search for ":") no line is walked, and the pass starts on the line of
+    the first one."""
     m = _GREP_NUM_RE.search(nb)
     if m is None or (m2 := _GREP_NUM_RE.search(nb, m.end())) is None or _GREP_NUM_RE.search(nb, m2.end()) is None:
-        return -1
-    return m.start()
+        return Counter()
+    files = Counter(_GREP_FILE_RE.findall(nb, max(0, nb.rfind("\n", 0, m.start()))))
+    return files if sum(files.values()) >= 3 else Counter()
 
 
 def _fmt(n: int) -> str:
@@ -1035,25 +1037,25 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
-        files = [(m.start(), m.group(1)) for m in _DIFF_FILE_RE.finditer(nb)]
-        if files:
+        heads = [(m.start(), m.group(1)) for m in _DIFF_FILE_RE.finditer(nb)]
+        if heads:
             # each file's lines from its "diff --git" to the next one's; only the first 12 are named, the rest
             # are counted in one go
             stat: list[str] = []
             adds = dels = 0
-            ends = [a for a, _name in files[1:13]] + [len(nb)]
-            for (a, name), b in zip(files[:12], ends):
+            ends = [a for a, _name in heads[1:13]] + [len(nb)]
+            for (a, name), b in zip(heads[:12], ends):
                 signs = _DIFF_SIGN_RE.findall(nb, a, b)
                 plus, minus = signs.count("+"), signs.count("-")
                 adds += plus
                 dels += minus
                 stat.append(f"{name} +{plus} -{minus}")
-            if len(files) > 12:
-                signs = _DIFF_SIGN_RE.findall(nb, files[12][0])
+            if len(heads) > 12:
+                signs = _DIFF_SIGN_RE.findall(nb, heads[12][0])
                 adds += signs.count("+")
                 dels += signs.count("-")
-            more = f", … {len(files) - 12} more" if len(files) > 12 else ""
-            out.append(f"{len(files)} files, +{adds} -{dels} lines: " + ", ".join(stat) + more)
+            more = f", … {len(heads) - 12} more" if len(heads) > 12 else ""
+            out.append(f"{len(heads)} files, +{adds} -{dels} lines: " + ", ".join(stat) + more)
     elif kind == "search":
         # a log starts with its first commit: a search that does not is not read for commits
         commits = len(_COMMIT_RE.findall(nb)) if _COMMIT_RE.search(nb, 0, 4096) else 0
@@ -1061,9 +1063,8 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
             authors = Counter(_AUTHOR_RE.findall(nb))
             out.append(f"{commits} commits" + (f"; authors: {_top(authors, 4)}" if authors else ""))
             return out
-        # three file:line: matches need three ":<digits>:" (or "-"), the first on the first match's line
-        files = Counter(_GREP_FILE_RE.findall(nb, nb.rfind("\n", 0, first))) if (first := _grep_start(nb)) >= 0 else Counter()
-        if sum(files.values()) >= 3:
+        files = _grep_files(nb)
+        if files:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
         items = _status_entries(nb) if "\t" in nb else Counter()  # one character: a fast test
