@@ -52,13 +52,16 @@ Rules:
 - Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
   engine, never per line from Python; the line-start patterns of a kind are one joined regex whose
   branches that start alike share that start (see the comment above :func:`_compile`); no pattern
-  backtracks through a line where a possessive form is equivalent. An all-ASCII text is scanned by ASCII
-  twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
+  backtracks through a line where a possessive form is equivalent, except a greedy ``[^\n]*`` that steps
+  back to a literal (the engine's fast step back beats a walk of a class). An all-ASCII text is scanned by
+  ASCII twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
   literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
   that gives each match as its word's text, with no match object, and only the words with a tier that were
   found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
-  their line-start marks (:func:`_runners_marked`); ``git status`` entries are counted in one pass. Any such
-  rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
+  their line-start marks (:func:`_runners_marked`); ``git status`` entries are counted in one pass. The
+  facts skip a pass that cannot reach its threshold (:func:`_grep_files`) and count one-character or empty
+  groups, not new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches
+  (tested against the plain forms). A cheaper form is kept only when
   it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
   literal search, though it runs fewer instructions. Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
