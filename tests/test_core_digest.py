@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxlifed.core.compress_policy import CompressSettings, decide, worth_replacing
@@ -662,7 +662,8 @@ def _text_of_lines(*pieces: str) -> st.SearchStrategy[str]:
 
 _PATH_TEXTS = _text_of_lines("/", "/", "//", ".", "..", " ", "\t", "a", "bc", "é", "\u2003", "\x1c", ":")
 _AUTHOR_TEXTS = _text_of_lines("Author: ", "Author: ", " ", "  ", "\t", "\u2003", "bc", "é", "<", "x@y>", "\r", "\n")
-_GREP_TEXTS = _text_of_lines("a.py:1:", "b:23-", "c:٣:", "a", " ", "\t", ":", ":", "1", "23", "٣", "-", "é", "\u2003")
+_GREP_TEXTS = _text_of_lines("a.py:1:", "b:23-", "c:٣:", "d: x", "e:", "a", " ", "\t", ":", ":", "1", "23", "٣", "-", "é",
+                             "\u2003")
 
 
 @settings(max_examples=500, deadline=None)
@@ -671,6 +672,15 @@ def test_path_lines_give_the_directories_the_backtracking_form_gives(nb: str) ->
     from ctxlifed.core import digest as D
 
     assert D._PATH_LINE_RE.findall(nb) == re.findall(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)", nb)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_PATH_TEXTS)
+def test_path_lines_are_counted_as_a_pass_of_every_line_counts_them(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = Counter(re.findall(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)", nb))
+    assert D._path_dirs(nb) == (plain if sum(plain.values()) >= 3 else Counter())
 
 
 def test_path_lines_with_a_trailing_slash_name_the_directory_above() -> None:
@@ -695,6 +705,15 @@ def test_file_line_matches_are_counted_as_a_pass_of_every_line_counts_them(nb: s
 
     plain = Counter(re.findall(r"\n([^\s:][^:\n]*):\d+[:-]", nb))
     assert D._grep_files(nb) == (plain if sum(plain.values()) >= 3 else Counter())
+
+
+@settings(max_examples=500, deadline=None)
+@given(_GREP_TEXTS)
+def test_file_matches_without_a_line_are_counted_as_a_pass_of_every_line_counts_them(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = Counter(re.findall(r"\n([^\s:][^:\n]*):(?!\d)", nb))
+    assert D._grep_files_noline(nb) == (plain if sum(plain.values()) >= 3 else Counter())
 
 
 def _status_by_label_text(nb: str) -> Counter[str]:
@@ -735,6 +754,7 @@ def _diff_stat_file_by_file(nb: str) -> list[str]:
     return [f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more]
 
 
+@example(["diff --git a/x b/x", "\n", "+++", "a", "\n", "---", "a", "\n", "+++ ", "\n", "--- ", "\n", "-", "+"])
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["\n", "diff --git a/x b/x", "diff --git a/y.py b/y.py", "diff --git a/ b/", "+", "-", "+++ ",
                                  "--- ", "++", "--", "+++", " ", "a", "é", "@@ -1 +1 @@"]), max_size=80))

@@ -59,11 +59,12 @@ Rules:
   that gives each match as its word's text, with no match object, and only the words with a tier that were
   found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
   their line-start marks (:func:`_runners_marked`); ``git status`` entries are counted in one pass. The
-  facts skip a pass that cannot reach its threshold (:func:`_grep_files`) and count one-character or empty
-  groups, not new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches
-  (tested against the plain forms). A cheaper form is kept only when
-  it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
-  literal search, though it runs fewer instructions. Matches become line indexes and tiers through
+  facts skip a pass that cannot reach its threshold, and start it on the line of the first character it
+  needs (:func:`_files_by_first_colon`, :func:`_path_dirs`), and count one-character or empty groups, not
+  new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches (tested against
+  the plain forms). A cheaper form is kept only when it is cheaper in time too: ``str.find``/``in`` with a
+  needle of two or more characters is slower than the engine's own literal search, though it runs fewer
+  instructions (one of one character is fast). Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
   the running cost.
 """
@@ -935,8 +936,9 @@ _WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
 _WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
 _LEVEL_RE = re.compile(r"(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE)\b")
-# what a ``file:line`` match holds at its line's first colon (see _grep_files)
+# what a ``file:line`` match and a ``file:`` one hold at their line's first colon (see _files_by_first_colon)
 _GREP_NUM_RE = re.compile(r":\d++[:-]")
+_GREP_NOLINE_MARK_RE = re.compile(r":(?!\d)")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
@@ -989,16 +991,37 @@ _PY_TEST_FAIL_RE = re.compile(
 _WORDY_RE = re.compile(r"\w")
 
 
-def _grep_files(nb: str) -> Counter[str]:
-    """``file:line`` matches by file when there are at least three (else none). Each match holds a
-    ``:<digits>:`` (or ``-``) at its line's first colon, on a line of its own: with fewer than three of them
-    (found by the engine's literal search for ":") no line is walked, and the pass starts on the line of
-    the first one."""
-    m = _GREP_NUM_RE.search(nb)
-    if m is None or (m2 := _GREP_NUM_RE.search(nb, m.end())) is None or _GREP_NUM_RE.search(nb, m2.end()) is None:
+def _files_by_first_colon(nb: str, mark: re.Pattern[str], rx: re.Pattern[str]) -> Counter[str]:
+    """``rx``'s matches (``\n<file>:...``, the file up to the line's first colon) by file when there are at
+    least three (else none). Each match holds ``mark`` at its line's first colon, on a line of its own: with
+    fewer than three of them (found by the engine's literal search for ":") no line is walked, and the
+    pass starts on the line of the first one."""
+    m = mark.search(nb)
+    if m is None or (m2 := mark.search(nb, m.end())) is None or mark.search(nb, m2.end()) is None:
         return Counter()
-    files = Counter(_GREP_FILE_RE.findall(nb, max(0, nb.rfind("\n", 0, m.start()))))
+    files = Counter(rx.findall(nb, max(0, nb.rfind("\n", 0, m.start()))))
     return files if sum(files.values()) >= 3 else Counter()
+
+
+def _path_dirs(nb: str) -> Counter[str]:
+    """Path lines by directory, when there are at least three (else none). Each holds a "/" on a line of its
+    own: with fewer than three "/" (a one-character find) no line is walked, and the pass starts on the
+    line of the first one."""
+    first = nb.find("/")
+    if first < 0 or (second := nb.find("/", first + 1)) < 0 or nb.find("/", second + 1) < 0:
+        return Counter()
+    dirs = Counter(_PATH_LINE_RE.findall(nb, max(0, nb.rfind("\n", 0, first))))
+    return dirs if sum(dirs.values()) >= 3 else Counter()
+
+
+def _grep_files(nb: str) -> Counter[str]:
+    """``file:line`` matches by file, when there are at least three."""
+    return _files_by_first_colon(nb, _GREP_NUM_RE, _GREP_FILE_RE)
+
+
+def _grep_files_noline(nb: str) -> Counter[str]:
+    """``file:`` matches (no line number) by file, when there are at least three."""
+    return _files_by_first_colon(nb, _GREP_NOLINE_MARK_RE, _GREP_FILE_NOLINE_RE)
 
 
 def _fmt(n: int) -> str:
@@ -1074,12 +1097,12 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
-        dirs = Counter(_PATH_LINE_RE.findall(nb))
-        if sum(dirs.values()) >= 3:
+        dirs = _path_dirs(nb)
+        if dirs:
             out.append(f"{sum(dirs.values())} paths in {len(dirs)} directories; most: {_top(dirs, 6)}")
             return out
-        nol = Counter(_GREP_FILE_NOLINE_RE.findall(nb))
-        if sum(nol.values()) >= 3 and len(nol) * 2 <= sum(nol.values()):
+        nol = _grep_files_noline(nb)
+        if nol and len(nol) * 2 <= sum(nol.values()):
             out.append(f"{sum(nol.values())} matches in {len(nol)} files; most: {_top(nol, 6)}")
     return out
 
