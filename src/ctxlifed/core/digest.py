@@ -955,9 +955,10 @@ STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", 
 
 
 # a line that starts with a tab and then a non-blank character; the group: the first letter of its ``<label>``
-# when it is one (read in a lookahead: a one-character string is not a new object, a label would be)
-_STATUS_ENTRY_RE = re.compile(r"\n\t(?![\t \n\r\x0b\x0c])(?:(?=(?:" + "|".join(map(re.escape, STATUS_LABELS))
-                              + r"):)(\w))?")
+# when it is one (read in a lookahead: a one-character string is not a new object, a label would be). A label
+# starts with a letter, so only a line without one is tested for a blank
+_STATUS_ENTRY_RE = re.compile(r"\n\t(?:(?=(?:" + "|".join(map(re.escape, STATUS_LABELS))
+                              + r"):)(\w)|(?![\t \n\r\x0b\x0c]))")
 _STATUS_BY_LETTER = {label[0]: label for label in STATUS_LABELS}
 assert len(_STATUS_BY_LETTER) == len(STATUS_LABELS)  # the first letters tell the labels apart
 
