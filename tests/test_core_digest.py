@@ -772,3 +772,18 @@ def test_diff_facts_name_twelve_files_and_count_all() -> None:
     facts = D._facts("diff", nb, Counter())
     assert facts == _diff_stat_file_by_file(nb)
     assert facts[0].startswith("15 files, +30 -15 lines: f0 +2 -1, ") and facts[0].endswith("f11 +2 -1, … 3 more")
+
+
+_TEST_FAIL_TEXTS = _text_of_lines("test a::b ... FAILED", "test a::b ... ok", "test a::b ... FAIL", "test a\tb ... FAILED", "test ",
+                                  "a::b", " ... ", "FAILED", "FAIL", "ok", " ", "\t", "é", "(x)", "FAILED ", "FAIL: ", "ERROR: ",
+                                  "not ok 1 - ", "--- FAIL: ", "● ", "x")
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEST_FAIL_TEXTS)
+def test_failing_test_ids_are_those_the_plain_form_names(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = (r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S+) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
+             r"|[ \t]*(?:--- FAIL: (\S+)|● ([^\n]+)))")
+    assert D._PY_TEST_FAIL_RE.findall(nb) == re.findall(plain, nb)

@@ -980,10 +980,12 @@ _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 # a diff's added and removed lines in one pass: a line that starts with "+" or "-" gives that sign, one that
 # starts with "+++ " or "--- " (a file's header) gives "" (one-character and empty strings are not new objects)
 _DIFF_SIGN_RE = re.compile(r"\n(?:\+\+\+ |--- |([-+]))")
-# one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
+# one "\n" then the branches (the engine enters them once per line); the indented ones under one indent. A
+# cargo ``test <name> ... ok`` line is left by a look for "FAILED" in the line (a fast walk to its end and a
+# fast step back to each "F"), before the name is walked
 _PY_TEST_FAIL_RE = re.compile(
-    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S++) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
-    r"|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
+    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (?=[^\n]*FAILED)(\S++) \.\.\. FAILED"
+    r"|not ok \d+ - ([^\n]+)|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
 )
 
 
