@@ -849,3 +849,141 @@ def test_clock_count_in_halves_reaches_a_need_as_the_whole_count(parts: list[str
     sample = "\n" + "".join(parts)
     for rx in (D._CLOCK_RE, D._CLOCK_ARE if sample.isascii() else D._CLOCK_RE):
         assert D._reaches(rx, sample, need) == (len(re.findall(_PLAIN_CLOCK, sample)) >= need)
+
+
+# ---------------------------------------------------------------- the facts' cheaper forms count what the plain ones count
+
+def _text_of_lines(*pieces: str) -> st.SearchStrategy[str]:
+    """Texts of short lines made of ``pieces`` (few of them, so that the tricky sequences come up often),
+    as the facts read them: after a leading newline, with or without a final one."""
+    line = st.lists(st.sampled_from(pieces), max_size=6).map("".join)
+    return st.tuples(st.lists(line, max_size=8), st.booleans()).map(lambda t: "\n" + "\n".join(t[0]) + ("\n" if t[1] else ""))
+
+
+_PATH_TEXTS = _text_of_lines("/", "/", "//", ".", "..", " ", "\t", "a", "bc", "é", "\u2003", "\x1c", ":")
+_AUTHOR_TEXTS = _text_of_lines("Author: ", "Author: ", " ", "  ", "\t", "\u2003", "bc", "é", "<", "x@y>", "\r", "\n")
+_GREP_TEXTS = _text_of_lines("a.py:1:", "b:23-", "c:٣:", "d: x", "e:", "a", " ", "\t", ":", ":", "1", "23", "٣", "-", "é",
+                             "\u2003")
+
+
+@settings(max_examples=500, deadline=None)
+@given(_PATH_TEXTS)
+def test_path_lines_give_the_directories_the_backtracking_form_gives(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    assert D._PATH_LINE_RE.findall(nb) == re.findall(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)", nb)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_PATH_TEXTS)
+def test_path_lines_are_counted_as_a_pass_of_every_line_counts_them(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = Counter(re.findall(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)", nb))
+    assert D._path_dirs(nb) == (plain if sum(plain.values()) >= 3 else Counter())
+
+
+def test_path_lines_with_a_trailing_slash_name_the_directory_above() -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n./src/a.py\n/usr/lib/\nsrc/pkg//\n/x\n../b/c\n a/b\nd/e/"
+    assert D._PATH_LINE_RE.findall(nb) == ["./src/", "/usr/", "../b/"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(_AUTHOR_TEXTS)
+def test_author_names_are_those_the_lazy_form_takes(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    assert D._AUTHOR_RE.findall(nb) == re.findall(r"\nAuthor: ([^\n<]+?)\s*<", nb)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_GREP_TEXTS)
+def test_file_line_matches_are_counted_as_a_pass_of_every_line_counts_them(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = Counter(re.findall(r"\n([^\s:][^:\n]*):\d+[:-]", nb))
+    assert D._grep_files(nb) == (plain if sum(plain.values()) >= 3 else Counter())
+
+
+@settings(max_examples=500, deadline=None)
+@given(_GREP_TEXTS)
+def test_file_matches_without_a_line_are_counted_as_a_pass_of_every_line_counts_them(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = Counter(re.findall(r"\n([^\s:][^:\n]*):(?!\d)", nb))
+    assert D._grep_files_noline(nb) == (plain if sum(plain.values()) >= 3 else Counter())
+
+
+def _status_by_label_text(nb: str) -> Counter[str]:
+    """git status entries the plain way: the regex gives each entry's whole label, counted by label."""
+    from ctxlifed.core import digest as D
+
+    labels = "|".join(map(re.escape, D.STATUS_LABELS))
+    found = Counter(re.findall(r"\n\t(?![\t \n\r\x0b\x0c])(?:(" + labels + r"):)?", nb))
+    other = found.pop("", 0)
+    return Counter({**found, **({"untracked/other": other} if other else {})})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "\t", " ", "\r", "x", "é", ":", "modified", "modified:", "both modified:",
+                                 "new file:", "deleted:", "renamed:", "typechange:", "renamed", "\tnew file:   a"]),
+                max_size=30))
+def test_git_status_entries_are_counted_as_by_their_whole_label(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _status_entries
+
+    nb = "\n" + "".join(parts)
+    assert _status_entries(nb) == _status_by_label_text(nb)
+
+
+def _diff_stat_file_by_file(nb: str) -> list[str]:
+    """The diff facts the plain way: each file's slice, its lines counted with str.count."""
+    rx = re.compile(r"\ndiff --git a/(\S+) b/")
+    starts = [m.start() for m in rx.finditer(nb)]
+    if not starts:
+        return []
+    stat, adds, dels = [], 0, 0
+    for j, a in enumerate(starts):
+        seg = nb[a: starts[j + 1] if j + 1 < len(starts) else len(nb)]
+        plus = seg.count("\n+") - seg.count("\n+++ ")
+        minus = seg.count("\n-") - seg.count("\n--- ")
+        adds, dels = adds + plus, dels + minus
+        stat.append(f"{rx.match(seg).group(1)} +{plus} -{minus}")  # type: ignore[union-attr]
+    more = f", … {len(stat) - 12} more" if len(stat) > 12 else ""
+    return [f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more]
+
+
+@example(["diff --git a/x b/x", "\n", "+++", "a", "\n", "---", "a", "\n", "+++ ", "\n", "--- ", "\n", "-", "+"])
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "diff --git a/x b/x", "diff --git a/y.py b/y.py", "diff --git a/ b/", "+", "-", "+++ ",
+                                 "--- ", "++", "--", "+++", " ", "a", "é", "@@ -1 +1 @@"]), max_size=80))
+def test_diff_facts_count_what_a_count_per_file_counts(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    assert D._facts("diff", nb, Counter()) == _diff_stat_file_by_file(nb)
+
+
+def test_diff_facts_name_twelve_files_and_count_all() -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "".join(f"\ndiff --git a/f{i} b/f{i}\n--- a/f{i}\n+++ b/f{i}\n@@ -1 +1 @@\n-old\n+new\n+more" for i in range(15))
+    facts = D._facts("diff", nb, Counter())
+    assert facts == _diff_stat_file_by_file(nb)
+    assert facts[0].startswith("15 files, +30 -15 lines: f0 +2 -1, ") and facts[0].endswith("f11 +2 -1, … 3 more")
+
+
+_TEST_FAIL_TEXTS = _text_of_lines("test a::b ... FAILED", "test a::b ... ok", "test a::b ... FAIL", "test a\tb ... FAILED", "test ",
+                                  "a::b", " ... ", "FAILED", "FAIL", "ok", " ", "\t", "é", "(x)", "FAILED ", "FAIL: ", "ERROR: ",
+                                  "not ok 1 - ", "--- FAIL: ", "● ", "x")
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEST_FAIL_TEXTS)
+def test_failing_test_ids_are_those_the_plain_form_names(nb: str) -> None:
+    from ctxlifed.core import digest as D
+
+    plain = (r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S+) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
+             r"|[ \t]*(?:--- FAIL: (\S+)|● ([^\n]+)))")
+    assert D._PY_TEST_FAIL_RE.findall(nb) == re.findall(plain, nb)

@@ -52,8 +52,9 @@ Rules:
 - Speed (the digest runs on the hook's path): every pattern is run once over the scanned text by the regex
   engine, never per line from Python; the line-start patterns of a kind are one joined regex whose
   branches that start alike share that start (see the comment above :func:`_compile`); no pattern
-  backtracks through a line where a possessive form is equivalent. An all-ASCII text is scanned by ASCII
-  twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
+  backtracks through a line where a possessive form is equivalent, except a greedy ``[^\n]*`` that steps
+  back to a literal (the engine's fast step back beats a walk of a class). An all-ASCII text is scanned by
+  ASCII twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
   literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
   that gives each match as its word's text, with no match object, and only the words with a tier that were
   found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
@@ -62,10 +63,13 @@ Rules:
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
   cheaper gate every match holds; a count that cannot reach its threshold (too few of the letters every match
   holds, counted in C) is not made, and one that may is made on the first half of its sample first
-  (:func:`_reaches`); ``git status`` entries are counted in one pass. Any such
-  rewrite keeps the same matches (tested against the plain forms). A cheaper form is kept only when
-  it is cheaper in time too: ``str.find``/``in`` with a short needle is slower than the engine's own
-  literal search, though it runs fewer instructions. Matches become line indexes and tiers through
+  (:func:`_reaches`); ``git status`` entries are counted in one pass. The
+  facts skip a pass that cannot reach its threshold, and start it on the line of the first character it
+  needs (:func:`_files_by_first_colon`, :func:`_path_dirs`), and count one-character or empty groups, not
+  new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches (tested against
+  the plain forms). A cheaper form is kept only when it is cheaper in time too: ``str.find``/``in`` with a
+  needle of two or more characters is slower than the engine's own literal search, though it runs fewer
+  instructions (one of one character is fast). Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
   the running cost of a prefix costed a chunk at a time, the lines after it passed over by their length
   (:func:`_fit`). Phrases that a line-start pattern of the same tier already finds where they usually stand
@@ -1052,43 +1056,95 @@ _WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
 # ("" when not). The flag is read in a lookahead, so a second warning on the same line is still found.
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
 _WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
-_COLON_DIGIT_RE = re.compile(r":\d")
+# what a ``file:line`` match and a ``file:`` one hold at their line's first colon (see _files_by_first_colon)
+_GREP_NUM_RE = re.compile(r":\d++[:-]")
+_GREP_NOLINE_MARK_RE = re.compile(r":(?!\d)")
 # ``[^:\n]*+`` is possessive: the ":" after it cannot be inside it, so giving characters back never helps
 _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
-_PATH_LINE_RE = re.compile(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)")  # group 1: the directory
+# a path line: its directory (group 1) up to the slash before its last name, which may end with one "/"; that
+# slash is the one found first stepping back from the line's end (a fast step back to each "/") that a name
+# follows, on a line that does not end with "//" (where no slash works). ``\.{0,2}`` before ``/?`` is not
+# written: ``[^\s/]`` takes a leading "." too. Then the name is read as the rest of the line (a fast walk).
+_PATH_LINE_RE = re.compile(r"\n(/?+[^\s/][^\n]*/)(?=[^\n/])[^\n]*+(?<!//)(?=\n)")
 _COMMIT_RE = re.compile(r"\n(?:commit [0-9a-f]{7,40}\b|[0-9a-f]{7,12} \S)")
-_AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<]+?)\s*<")
+# ``Author: <name> <mail>``: the name is its first character and then up to its last non-blank one before "<"
+# or the line's end (what a lazy ``[^\n<]+?\s*<`` takes), walked once with no step back
+_AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<](?:[^\S\n]*+[^\s<]++)*+)\s*+<")
 STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
 
 
-# a line that starts with a tab and then a non-blank character; the group: its ``<label>`` when it is one
-_STATUS_ENTRY_RE = re.compile(r"\n\t(?![\t \n\r\x0b\x0c])(?:(" + "|".join(map(re.escape, STATUS_LABELS)) + r"):)?")
+# a line that starts with a tab and then a non-blank character; the group: the first letter of its ``<label>``
+# when it is one (read in a lookahead: a one-character string is not a new object, a label would be). A label
+# starts with a letter, so only a line without one is tested for a blank
+_STATUS_ENTRY_RE = re.compile(r"\n\t(?:(?=(?:" + "|".join(map(re.escape, STATUS_LABELS))
+                              + r"):)(\w)|(?![\t \n\r\x0b\x0c]))")
+_STATUS_BY_LETTER = {label[0]: label for label in STATUS_LABELS}
+assert len(_STATUS_BY_LETTER) == len(STATUS_LABELS)  # the first letters tell the labels apart
 
 
 def _status_entries(nb: str) -> Counter[str]:
     """``git status`` entries by label: the lines that start with a tab and then a non-blank character,
     ``<label>:`` or an untracked path. One pass of a regex found by its literal "\n\t", each entry given as
-    its label (or "") and counted in C: a count per label and per blank took a pass of the text each."""
+    its label's first letter (or "") and counted in C: a count per label and per blank took a pass of the
+    text each."""
     found = Counter(_STATUS_ENTRY_RE.findall(nb))
     other = found.pop("", 0)
-    items = Counter({label: found[label] for label in STATUS_LABELS if found[label]})
+    items = Counter({label: found[c] for c, label in _STATUS_BY_LETTER.items() if found[c]})
     if other > 0:
         items["untracked/other"] = other
     return items
 
 
 _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
-# one "\n" then the branches (the engine enters them once per line); the indented ones under one indent
+# a diff's added and removed lines in one pass: a line that starts with "+" or "-" gives that sign, one that
+# starts with "+++ " or "--- " (a file's header) gives "" (one-character and empty strings are not new objects)
+_DIFF_SIGN_RE = re.compile(r"\n(?:\+\+\+ |--- |([-+]))")
+# one "\n" then the branches (the engine enters them once per line); the indented ones under one indent. A
+# cargo ``test <name> ... ok`` line is left by a look for "FAILED" in the line (a fast walk to its end and a
+# fast step back to each "F"), before the name is walked
 _PY_TEST_FAIL_RE = re.compile(
-    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S++) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
-    r"|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
+    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (?=[^\n]*FAILED)(\S++) \.\.\. FAILED"
+    r"|not ok \d+ - ([^\n]+)|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
 )
 
 
 # ---------------------------------------------------------------- helpers
 
 _WORDY_RE = re.compile(r"\w")
+
+
+def _files_by_first_colon(nb: str, mark: re.Pattern[str], rx: re.Pattern[str]) -> Counter[str]:
+    """``rx``'s matches (``\n<file>:...``, the file up to the line's first colon) by file when there are at
+    least three (else none). Each match holds ``mark`` at its line's first colon, on a line of its own: with
+    fewer than three of them (found by the engine's literal search for ":") no line is walked, and the
+    pass starts on the line of the first one."""
+    m = mark.search(nb)
+    if m is None or (m2 := mark.search(nb, m.end())) is None or mark.search(nb, m2.end()) is None:
+        return Counter()
+    files = Counter(rx.findall(nb, max(0, nb.rfind("\n", 0, m.start()))))
+    return files if sum(files.values()) >= 3 else Counter()
+
+
+def _path_dirs(nb: str) -> Counter[str]:
+    """Path lines by directory, when there are at least three (else none). Each holds a "/" on a line of its
+    own: with fewer than three "/" (a one-character find) no line is walked, and the pass starts on the
+    line of the first one."""
+    first = nb.find("/")
+    if first < 0 or (second := nb.find("/", first + 1)) < 0 or nb.find("/", second + 1) < 0:
+        return Counter()
+    dirs = Counter(_PATH_LINE_RE.findall(nb, max(0, nb.rfind("\n", 0, first))))
+    return dirs if sum(dirs.values()) >= 3 else Counter()
+
+
+def _grep_files(nb: str) -> Counter[str]:
+    """``file:line`` matches by file, when there are at least three."""
+    return _files_by_first_colon(nb, _GREP_NUM_RE, _GREP_FILE_RE)
+
+
+def _grep_files_noline(nb: str) -> Counter[str]:
+    """``file:`` matches (no line number) by file, when there are at least three."""
+    return _files_by_first_colon(nb, _GREP_NOLINE_MARK_RE, _GREP_FILE_NOLINE_RE)
 
 
 def _fmt(n: int) -> str:
@@ -1130,20 +1186,25 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
         if levels:
             out.append("levels: " + _top(levels, 8))
     elif kind == "diff":
-        starts = [m.start() for m in _DIFF_FILE_RE.finditer(nb)]
-        if starts:
+        heads = [(m.start(), m.group(1)) for m in _DIFF_FILE_RE.finditer(nb)]
+        if heads:
+            # each file's lines from its "diff --git" to the next one's; only the first 12 are named, the rest
+            # are counted in one go
             stat: list[str] = []
             adds = dels = 0
-            for j, a in enumerate(starts):
-                seg = nb[a: starts[j + 1] if j + 1 < len(starts) else len(nb)]
-                name = _DIFF_FILE_RE.match(seg)
-                plus = seg.count("\n+") - seg.count("\n+++ ")
-                minus = seg.count("\n-") - seg.count("\n--- ")
+            ends = [a for a, _name in heads[1:13]] + [len(nb)]
+            for (a, name), b in zip(heads[:12], ends):
+                signs = _DIFF_SIGN_RE.findall(nb, a, b)
+                plus, minus = signs.count("+"), signs.count("-")
                 adds += plus
                 dels += minus
-                stat.append(f"{name.group(1) if name else '?'} +{plus} -{minus}")
-            more = f", … {len(stat) - 12} more" if len(stat) > 12 else ""
-            out.append(f"{len(starts)} files, +{adds} -{dels} lines: " + ", ".join(stat[:12]) + more)
+                stat.append(f"{name} +{plus} -{minus}")
+            if len(heads) > 12:
+                signs = _DIFF_SIGN_RE.findall(nb, heads[12][0])
+                adds += signs.count("+")
+                dels += signs.count("-")
+            more = f", … {len(heads) - 12} more" if len(heads) > 12 else ""
+            out.append(f"{len(heads)} files, +{adds} -{dels} lines: " + ", ".join(stat) + more)
     elif kind == "search":
         # a log starts with its first commit: a search that does not is not read for commits
         commits = len(_COMMIT_RE.findall(nb)) if _COMMIT_RE.search(nb, 0, 4096) else 0
@@ -1151,21 +1212,20 @@ def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
             authors = Counter(_AUTHOR_RE.findall(nb))
             out.append(f"{commits} commits" + (f"; authors: {_top(authors, 4)}" if authors else ""))
             return out
-        # file:line: matches need a colon and a digit: one literal search rules out a whole pass otherwise
-        files = Counter(_GREP_FILE_RE.findall(nb)) if _COLON_DIGIT_RE.search(nb) else Counter()
-        if sum(files.values()) >= 3:
+        files = _grep_files(nb)
+        if files:
             out.append(f"{sum(files.values())} matches in {len(files)} files; most: {_top(files, 6)}")
             return out
-        items = _status_entries(nb) if "\n\t" in nb else Counter()
+        items = _status_entries(nb) if "\t" in nb else Counter()  # one character: a fast test
         if items:
             out.append("status entries: " + _top(items, 6))
             return out
-        dirs = Counter(_PATH_LINE_RE.findall(nb))
-        if sum(dirs.values()) >= 3:
+        dirs = _path_dirs(nb)
+        if dirs:
             out.append(f"{sum(dirs.values())} paths in {len(dirs)} directories; most: {_top(dirs, 6)}")
             return out
-        nol = Counter(_GREP_FILE_NOLINE_RE.findall(nb))
-        if sum(nol.values()) >= 3 and len(nol) * 2 <= sum(nol.values()):
+        nol = _grep_files_noline(nb)
+        if nol and len(nol) * 2 <= sum(nol.values()):
             out.append(f"{sum(nol.values())} matches in {len(nol)} files; most: {_top(nol, 6)}")
     return out
 
