@@ -1379,8 +1379,14 @@ def digest(
         if groups.count(groups[0]) == len(groups):  # one branch every time (a long list of one kind)
             _mark(found, _rows(nb, offsets), scan.info[groups[0]], is_log)  # type: ignore[arg-type]
             continue
+        # the (tier, follow) kinds of match found: the lines of each are picked out only when there are several
+        branches = set(groups)
+        present = [(info, names) for info, names in scan.by_info if not names.isdisjoint(branches)]
         rows = _rows(nb, offsets)
-        for info, names in scan.by_info:
+        if len(present) == 1:  # one kind every time (a long list of one kind)
+            _mark(found, rows, present[0][0], is_log)
+            continue
+        for info, names in present:
             _mark(found, list(compress(rows, map(names.__contains__, groups))), info, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
