@@ -445,12 +445,35 @@ def test_a_test_runs_exception_pattern_matches_the_lines_of_its_plain_form(parts
     assert _py_exc_spans(_TEST_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
 
 
+def _match_lines(pattern: str, text: str, flags: int = 0) -> set[int]:
+    return {text.count("\n", 0, m.start()) for m in re.finditer(pattern, text, flags)}
+
+
+_ERROR_WORDS_PLAIN = r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: "
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "error", "panic", "fatal", ": ", ":", " ", "x", "_", "é", "[E0308]", "[", "]",
+                                 "r", "c", "l", "error: ", "xerror: ", "1"]), max_size=16))
+def test_a_test_runs_error_words_are_found_on_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _TEST_ERROR_WORDS, _alternatives
+
+    text = "".join(parts)
+    for flags in (0, re.A):
+        got = set().union(*(_match_lines(alt, text, flags) for alt in _alternatives(_TEST_ERROR_WORDS)))
+        assert got == _match_lines(_ERROR_WORDS_PLAIN, text, flags)
+
+
 def test_a_test_runs_exception_pattern_matches_the_lines_of_its_plain_form_on_the_corpus() -> None:
     from ctxlifed.core.digest import _PY_LOCATION_OR_EXC, _TEST_EXC
 
     plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)|" + _PY_EXC_PLAIN
+    from ctxlifed.core.digest import _TEST_ERROR_WORDS, _alternatives
+
     for _name, _meta, text in corpus():
         assert _py_exc_spans(_TEST_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+        words = set().union(*(_match_lines(alt, text) for alt in _alternatives(_TEST_ERROR_WORDS)))
+        assert words == _match_lines(_ERROR_WORDS_PLAIN, text)
         assert _py_exc_spans(_PY_LOCATION_OR_EXC, text) == _py_exc_spans(plain, text)
 
 

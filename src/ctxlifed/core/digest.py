@@ -336,9 +336,14 @@ _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("t2", r"\n[ \t]+at [^\n]*:\d+:\d+\)?(?=\n)"),
     ]),
 }
+# ``error: ``, ``panic: `` and ``fatal: `` (each a whole word) found in ONE pass from their ": ", the letter
+# before it checked first, the words behind it (the same lines as ``\berror: |\bpanic: |\bfatal: ``); rustc's
+# ``error[E0308]: `` from its "error[" (the same lines as ``\berror\[\w+\]: ``)
+_TEST_ERROR_WORDS = (r": (?<=[rcl]: )(?:(?<=error: )(?<!\werror: )|(?<=panic: )(?<!\wpanic: )|(?<=fatal: )(?<!\wfatal: ))"
+                     r"|error\[(?<!\werror\[)\w+\]: ")
 _TEST_COMMON = [
     ("t1", _PY_FRAME),
-    ("t1", r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |Traceback \(most recent call last\)"),
+    ("t1", _TEST_ERROR_WORDS + r"|Traceback \(most recent call last\)"),
 ]
 
 
