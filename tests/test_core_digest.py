@@ -464,6 +464,29 @@ def test_a_test_runs_error_words_are_found_on_the_lines_of_their_plain_form(part
         assert got == _match_lines(_ERROR_WORDS_PLAIN, text, flags)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "::", ":", "x", " ", "\t", "  ", "PASSED", "FAILED", "ERROR", "XFAIL", "é", "\u00a0",
+                                 "... ok", "[1]"]), max_size=14))
+def test_pytest_result_marks_match_like_their_plain_forms(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _RUNNERS
+
+    text = "".join(parts)
+    marks, spec = _RUNNERS["pytest"]
+    pairs = [(next(a for a in _alternatives_of(marks) if a.startswith("::")),
+              r"::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"),
+             (next(a for _t, p in spec for a in _alternatives_of(p) if a.startswith("::")), r"::\S+ (?:FAILED|ERROR)\b")]
+    for fast, plain in pairs:
+        assert "\\S++" in fast
+        for flags in (0, re.A):
+            assert [m.span() for m in re.finditer(fast, text, flags)] == [m.span() for m in re.finditer(plain, text, flags)]
+
+
+def _alternatives_of(pattern: str) -> list[str]:
+    from ctxlifed.core.digest import _alternatives
+
+    return _alternatives(pattern)
+
+
 def test_a_test_runs_exception_pattern_matches_the_lines_of_its_plain_form_on_the_corpus() -> None:
     from ctxlifed.core.digest import _PY_LOCATION_OR_EXC, _TEST_EXC
 

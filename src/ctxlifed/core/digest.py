@@ -301,14 +301,16 @@ _PY_LOCATION_OR_EXC = (
 # Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
 # line); when no runner is recognised, all of them are.
 _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
-    "pytest": (r"test session starts|::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S+::"
+    # a ``::name RESULT`` mark's name is taken possessively (a space ends it: giving characters back never
+    # helps; a cargo ``tests::name ... ok`` line is left at once)
+    "pytest": (r"test session starts|::\S++ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S+::"
                r"|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
         # a "=== ... ===" line with one of the words: the words are tried where a word starts, one run of word
         # characters and one of others at a time (the same lines as ``[^\n]*?\b(?:...)\b``, which tried them at
         # every character of every "===" line)
         ("t0", r"\n=+ (?:\w*+[^\w\n]++)*?(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
         ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
-        ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
+        ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S++ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
         # a ``file.py:N: ...`` location line, or a Python exception line (see _PY_LOCATION_OR_EXC)
         ("t1", _PY_LOCATION_OR_EXC),
         ("t2", r"\n>\s"),
