@@ -268,7 +268,8 @@ def _specs() -> dict[str, list[tuple[str, str]]]:
 
     out = {"build": D._BUILD, "install": D._INSTALL, "search": D._SEARCH, "diff": D._DIFF, "log": D._LOG,
            "other": D._OTHER, "test": D._TEST, "text_test": D._TEXT_TEST, "text_build": D._TEXT_BUILD}
-    out.update({f"runner_{k}": spec + D._TEST_COMMON for k, (_marks, spec) in D._RUNNERS.items()})
+    out.update({f"runner_{k}": D._test_spec([k]) for k in D._RUNNERS})
+    out["runner_pytest_unittest"] = D._test_spec(["pytest", "unittest"])
     return out
 
 
@@ -408,12 +409,95 @@ def test_a_build_counts_its_warnings_by_flag() -> None:
 @given(st.lists(st.sampled_from(["\n", "a", ".py", ".py:", "py", ":", "12", ": ", "in f", "x.y", "/", "-", "\\", " ",
                                  ".", "tests/t.py:3: AssertionError", "E", "...."]), max_size=14))
 def test_pytest_location_pattern_matches_like_its_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _PY_LOCATION_OR_EXC, _RUNNERS
+
+    assert ("t1", _PY_LOCATION_OR_EXC) in _RUNNERS["pytest"][1]
+    # the location line or an exception line, in one branch
+    plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)|" + _PY_EXC_PLAIN
+    text = "".join(parts)
+    for t in (text, "\n" + text):
+        assert [m.span() for m in re.finditer(_PY_LOCATION_OR_EXC, t)] == [m.span() for m in re.finditer(plain, t)]
+
+
+_LOCATION_OR_EXC_PARTS = ["\n", "a", ".py", ".py:", "py", ":", "12", ": ", "in f", "x.y", "/", "-", "\\", " ", ".",
+                          "tests/t.py:3: AssertionError", "E", "....", "ValueError", "Error", "Exit", "SystemExit",
+                          "Failure", "X", "_", "a.b", ": msg", "é", "Exception", "1", "::", "x.py::t", "r", "t"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_LOCATION_OR_EXC_PARTS), max_size=14))
+def test_pytest_location_or_exception_branch_matches_like_its_plain_forms(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _PY_LOCATION_OR_EXC
+
+    plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)|" + _PY_EXC_PLAIN
+    text = "\n" + "".join(parts)
+    assert [m.span() for m in re.finditer(_PY_LOCATION_OR_EXC, text)] == [m.span() for m in re.finditer(plain, text)]
+    assert [m.span() for m in re.finditer(_PY_LOCATION_OR_EXC, text, re.A)] == [
+        m.span() for m in re.finditer(plain, text, re.A)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_LOCATION_OR_EXC_PARTS), max_size=14))
+def test_a_test_runs_exception_pattern_matches_the_lines_of_its_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _TEST_EXC
+
+    text = "".join(parts)
+    assert _py_exc_spans(_TEST_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+
+
+def _match_lines(pattern: str, text: str, flags: int = 0) -> set[int]:
+    return {text.count("\n", 0, m.start()) for m in re.finditer(pattern, text, flags)}
+
+
+_ERROR_WORDS_PLAIN = r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: "
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "error", "panic", "fatal", ": ", ":", " ", "x", "_", "é", "[E0308]", "[", "]",
+                                 "r", "c", "l", "error: ", "xerror: ", "1"]), max_size=16))
+def test_a_test_runs_error_words_are_found_on_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core.digest import _TEST_ERROR_WORDS, _alternatives
+
+    text = "".join(parts)
+    for flags in (0, re.A):
+        got = set().union(*(_match_lines(alt, text, flags) for alt in _alternatives(_TEST_ERROR_WORDS)))
+        assert got == _match_lines(_ERROR_WORDS_PLAIN, text, flags)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "::", ":", "x", " ", "\t", "  ", "PASSED", "FAILED", "ERROR", "XFAIL", "é", "\u00a0",
+                                 "... ok", "[1]"]), max_size=14))
+def test_pytest_result_marks_match_like_their_plain_forms(parts: list[str]) -> None:
     from ctxlifed.core.digest import _RUNNERS
 
-    fast = next(p for _t, p in _RUNNERS["pytest"][1] if r"\.py" in p)
-    plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"
     text = "".join(parts)
-    assert [m.span() for m in re.finditer(fast, text)] == [m.span() for m in re.finditer(plain, text)]
+    marks, spec = _RUNNERS["pytest"]
+    pairs = [(next(a for a in _alternatives_of(marks) if a.startswith("::")),
+              r"::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"),
+             (next(a for _t, p in spec for a in _alternatives_of(p) if a.startswith("::")), r"::\S+ (?:FAILED|ERROR)\b")]
+    for fast, plain in pairs:
+        assert "\\S++" in fast
+        for flags in (0, re.A):
+            assert [m.span() for m in re.finditer(fast, text, flags)] == [m.span() for m in re.finditer(plain, text, flags)]
+
+
+def _alternatives_of(pattern: str) -> list[str]:
+    from ctxlifed.core.digest import _alternatives
+
+    return _alternatives(pattern)
+
+
+def test_a_test_runs_exception_pattern_matches_the_lines_of_its_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core.digest import _PY_LOCATION_OR_EXC, _TEST_EXC
+
+    plain = r"\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)|" + _PY_EXC_PLAIN
+    from ctxlifed.core.digest import _TEST_ERROR_WORDS, _alternatives
+
+    for _name, _meta, text in corpus():
+        assert _py_exc_spans(_TEST_EXC, text) == _py_exc_spans(_PY_EXC_PLAIN, text)
+        words = set().union(*(_match_lines(alt, text) for alt in _alternatives(_TEST_ERROR_WORDS)))
+        assert words == _match_lines(_ERROR_WORDS_PLAIN, text)
+        assert _py_exc_spans(_PY_LOCATION_OR_EXC, text) == _py_exc_spans(plain, text)
 
 
 def test_a_long_error_list_is_digested_without_setting_off_the_garbage_collector() -> None:

@@ -279,19 +279,40 @@ _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
 _ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
              r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
 
+# In a test run, an exception line is found by a cheaper gate first: the line's first [\w.] run is followed by
+# ":" or the line's end (one negative lookahead; most lines fail it), then the first character is not a digit,
+# then the run's ending (the same lines as _PY_EXC).
+_PY_EXC_HEAD = r"\n[\w.](?<!\d)" + _EXC_GATE
+assert _PY_EXC.startswith(_PY_EXC_HEAD)
+_PY_EXC_NAME = _PY_EXC[len(_PY_EXC_HEAD):]  # the name, its ending and its message, from the second character
+_TEST_EXC = r"\n[\w.](?![\w.]*+[^:\n])(?<!\d)(?=[\w.]*+(?<=[rnte])" + _EXC_ENDS + ")" + _PY_EXC_NAME
+# pytest's location line ``file.py:N: in f`` / ``file.py:N: Error`` (its path's characters taken possessively,
+# then "does it end in .py") and an exception line in ONE branch behind one gate: the line's first
+# [\w./\\-] run is followed by ":" or the line's end, and ends in ".py" followed by ":" and a digit or in one
+# of the exception endings' last letters (a pytest progress line, a ``x.py::test`` line fail there, once
+# instead of once per branch). The two cannot match one line (a run cannot end in both); the same lines as
+# ``\n[\w./\\-]+\.py:\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)`` and _PY_EXC.
+_PY_LOCATION_OR_EXC = (
+    r"\n[\w./\\-](?=[\w./\\-]*+(?![^:\n])(?:(?<=\.py):\d|(?<=[rnte])))"
+    r"(?:[\w./\\-]*+(?<=[\w./\\-]\.py):\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"
+    r"|(?<![\d/\\-])(?=[\w.]*+(?<=[rnte])" + _EXC_ENDS + ")" + _PY_EXC_NAME + ")"
+)
+
 # Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
 # line); when no runner is recognised, all of them are.
 _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
-    "pytest": (r"test session starts|::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S+::"
+    # a ``::name RESULT`` mark's name is taken possessively (a space ends it: giving characters back never
+    # helps; a cargo ``tests::name ... ok`` line is left at once)
+    "pytest": (r"test session starts|::\S++ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|\n(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S+::"
                r"|\n=+ [^\n]* in [\d.]+s|\nE   |\n_{3,} ", [
         # a "=== ... ===" line with one of the words: the words are tried where a word starts, one run of word
         # characters and one of others at a time (the same lines as ``[^\n]*?\b(?:...)\b``, which tried them at
         # every character of every "===" line)
         ("t0", r"\n=+ (?:\w*+[^\w\n]++)*?(?:passed|failed|errors?|no tests ran|skipped|deselected)\b[^\n]*"),
         ("t0", r"\n\d+ (?:passed|failed|errors?)\b[^\n]*"),
-        ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S+ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
-        # a path's characters taken possessively (":" ends them), then "does it end in .py": no backtracking
-        ("t1", r"\n[\w./\\-]++(?<=[\w./\\-]\.py):\d+: (?:in \S+|[A-Za-z_][\w.]*)(?=\n|$)"),
+        ("t1", r"\nE(?= |\n|$)|\nFAILED |\nERROR |::\S++ (?:FAILED|ERROR)\b|\n_{3,} [^\n]+ _{3,}(?=\n|$)"),
+        # a ``file.py:N: ...`` location line, or a Python exception line (see _PY_LOCATION_OR_EXC)
+        ("t1", _PY_LOCATION_OR_EXC),
         ("t2", r"\n>\s"),
     ]),
     "unittest": (r"\nRan \d+ test|\) \.\.\. (?:ok|FAIL|ERROR)\n|\n(?:FAIL|ERROR): ", [
@@ -317,12 +338,25 @@ _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("t2", r"\n[ \t]+at [^\n]*:\d+:\d+\)?(?=\n)"),
     ]),
 }
+# ``error: ``, ``panic: `` and ``fatal: `` (each a whole word) found in ONE pass from their ": ", the letter
+# before it checked first, the words behind it (the same lines as ``\berror: |\bpanic: |\bfatal: ``); rustc's
+# ``error[E0308]: `` from its "error[" (the same lines as ``\berror\[\w+\]: ``)
+_TEST_ERROR_WORDS = (r": (?<=[rcl]: )(?:(?<=error: )(?<!\werror: )|(?<=panic: )(?<!\wpanic: )|(?<=fatal: )(?<!\wfatal: ))"
+                     r"|error\[(?<!\werror\[)\w+\]: ")
 _TEST_COMMON = [
-    ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
-    ("t1", r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |Traceback \(most recent call last\)"),
+    ("t1", _TEST_ERROR_WORDS + r"|Traceback \(most recent call last\)"),
 ]
-_TEST = [x for _marks, spec in _RUNNERS.values() for x in spec] + _TEST_COMMON
+
+
+def _test_spec(names: Iterable[str]) -> list[tuple[str, str]]:
+    """The patterns of a test run by the runners ``names``: theirs, the exception lines (unless pytest's
+    location branch finds them already), then the common ones."""
+    spec = [x for name in names for x in _RUNNERS[name][1]]
+    return spec + ([] if ("t1", _PY_LOCATION_OR_EXC) in spec else [("t1", _TEST_EXC)]) + _TEST_COMMON
+
+
+_TEST = _test_spec(_RUNNERS)
 _BUILD = [
     ("t0", r"\nFound \d+ errors?|\n\d+ errors? generated|\nerror: could not compile|\nmake(?:\[\d+\])?: \*\*\* "
            r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n[ \t]*Finished |\n\d+ problems? \("),
@@ -979,7 +1013,7 @@ def _first_kind_marked(part: str, kinds: frozenset[int]) -> int:
         pos = m.start()
     return first
 
-_RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(spec + _TEST_COMMON)) for name, (marks, spec) in _RUNNERS.items()}
+_RUNNER_SCANS = {name: (_compile([("t0", marks)]), _compile(_test_spec([name]))) for name, (marks, _spec) in _RUNNERS.items()}
 
 
 RUNNER_MARKS_SCAN = 16 * 1024  # a runner is recognised by its marks in this many first or last characters
@@ -1032,7 +1066,7 @@ def _test_scans(nb: str) -> list[_Scan]:
 
 @functools.lru_cache(maxsize=32)
 def _runner_mix(names: tuple[str, ...]) -> list[_Scan]:
-    return _compile([x for name in names for x in _RUNNERS[name][1]] + _TEST_COMMON)
+    return _compile(_test_spec(names))
 
 
 _PATTERNS = {
