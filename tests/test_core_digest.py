@@ -616,6 +616,25 @@ def test_log_words_counted_one_at_a_time_are_those_one_pass_of_all_counts(parts:
     assert (dict(words), [set(s) for s in found]) == _counted_by_one_pass(scan, nb)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ABE_é", min_size=1, max_size=5).filter(lambda w: w[0] != "é"), min_size=1, max_size=8,
+                unique=True),
+       st.lists(st.sampled_from(["A", "B", "E", "_", "é", "AB", "BEA", "EE", " ", "\n", ":", "9"]), max_size=40))
+def test_word_passes_count_each_whole_word_as_the_plain_joined_words_do(words: list[str], parts: list[str]) -> None:
+    import re
+    from collections import Counter
+
+    from ctxlifed.core import digest as D
+
+    text = "".join(parts + words + parts[::-1])
+    passes, where = D._word_passes(words)
+    word_of = {at: w for w, at in where.items()}
+    assert len(word_of) == len(words)  # a match's pass and text name its word
+    got = Counter(word_of[i, t] for i, rx in enumerate(passes) for t in rx.findall(text))
+    plain = Counter(re.findall(r"\b(" + "|".join(map(re.escape, words)) + r")\b", text))
+    assert got == plain
+
+
 def _runners_each_alone(part: str) -> set[int]:
     from ctxlifed.core import digest as D
 

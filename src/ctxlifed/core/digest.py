@@ -55,9 +55,10 @@ Rules:
   backtracks through a line where a possessive form is equivalent, except a greedy ``[^\n]*`` that steps
   back to a literal (the engine's fast step back beats a walk of a class). An all-ASCII text is scanned by
   ASCII twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
-  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
-  that gives each match as its word's text, with no match object, and only the words with a tier that were
-  found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
+  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in a few
+  passes, each searched for one character its words hold (:func:`_word_passes`: one regex of all of them
+  tests every position), that give each match as its text, with no match object, and only the words with a
+  tier that were found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
   their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
@@ -435,9 +436,10 @@ class _Scan(msgspec.Struct, frozen=True):
     # and that regex's ASCII twin)
     words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str], re.Pattern[str]], ...] = ()
     arx: re.Pattern[str] | None = None  # ``rx`` for an ASCII-only text (see _ascii_twin)
-    # for a scan of words: all of them in one regex whose one group is the word, and its ASCII twin
-    count_rx: re.Pattern[str] | None = None
-    count_arx: re.Pattern[str] | None = None
+    # for a scan of words: the passes that count them (see _word_passes), each (regex, its ASCII twin), and the
+    # pass that finds each word and the text of its matches there
+    count_passes: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = ()
+    match_text: dict[str, tuple[int, str]] = {}
 
 
 # A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
@@ -784,8 +786,8 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above) or ``count``
     (whole words found and counted, that mark no line). Four shapes (see the comment above): the line-start
     alternatives joined in one scan (first); in a spec that counts words, its whole words ``\\bWORD\\b``
-    joined in one scan whose groups name the word (one pass for all of them, where counting each would
-    take a pass); the other alternatives that start with the same literal joined in one scan (the engine
+    in one scan whose groups name the word (its plain form), counted by a few passes rooted at a character
+    each (:func:`_word_passes`; counting each word would take a pass); the other alternatives that start with the same literal joined in one scan (the engine
     finds that literal once and tries each at it; they must not match inside each other's matches);
     every other alternative a scan of its own (a literal is found faster alone than in an alternation).
     A leading ``\\bword`` is checked by a lookbehind after the word, so the literal search still applies."""
@@ -837,9 +839,9 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
         each = tuple((w, inf, wrx, _ascii_twin(wrx))
                      for w, inf in words.items() for wrx in [re.compile(f"{w}(?<!\\w{w})\\b")])
-        count_rx = re.compile("(" + _join_branches([f"{w}(?<!\\w{w})\\b" for w in words]) + ")")
-        out.append(msgspec.structs.replace(_scan(rx, dict(words)), words=each, count_rx=count_rx,
-                                           count_arx=_ascii_twin(count_rx)))
+        passes, match_text = _word_passes(list(words))
+        out.append(msgspec.structs.replace(_scan(rx, dict(words)), words=each, match_text=match_text,
+                                           count_passes=tuple((p, _ascii_twin(p)) for p in passes)))
     return out
 
 
@@ -868,15 +870,47 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     return offsets, groups
 
 
+def _word_passes(words: list[str]) -> tuple[list[re.Pattern[str]], dict[str, tuple[int, str]]]:
+    """Passes that find every whole word of ``words`` (``\\bWORD\\b``; names of ``[A-Za-z_]\\w*``) once, and for
+    each word the pass that finds it and the text of its matches. A pass is rooted at one character: the engine
+    looks for it with its fast literal search (one regex of all the words tests every position of the text
+    against the set of their first letters, several times slower), and matches each of its words from one
+    place of that character in it, what comes before checked behind (``DEBUG`` rooted at ``E``: ``E`` then
+    ``BUG(?<=DEBUG)(?<!\\wDEBUG)\\b``). A match's text is its word from that place on, which tells the words of
+    a pass apart. The roots are few: each the character that most words not yet rooted hold; a word is
+    rooted at the first root it holds, where something of it follows, in a pass where no other word has that
+    text (else at its first character, in a pass of its own)."""
+    roots: list[str] = []
+    left = list(words)
+    while left:
+        root = max(sorted(set("".join(left))), key=lambda c: sum(c in w for w in left))
+        roots.append(root)
+        left = [w for w in left if root not in w]
+    passes: list[tuple[str, list[str], set[str]]] = [(root, [], set()) for root in roots]  # root, branches, texts
+    where: dict[str, tuple[int, str]] = {}
+    for w in words:
+        places = sorted((k == len(w) - 1, i, k) for k, c in enumerate(w) for i, (root, _b, _t) in enumerate(passes)
+                        if c == root)
+        i, k = next(((i, k) for _last, i, k in places if w[k:] not in passes[i][2]), (len(passes), 0))
+        if i == len(passes):
+            passes.append((w[0], [], set()))
+        where[w] = (i, w[k:])
+        passes[i][2].add(w[k:])
+        behind = f"(?<={w})(?<!\\w{w})" if k else f"(?<!\\w{w})"
+        passes[i][1].append(f"{w[k + 1:]}{behind}\\b")
+    return [re.compile(root + "(?:" + _join_branches(alts) + ")") for root, alts, _t in passes], where
+
+
 def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
     """Count the whole-word matches of ``scan``'s words in ``nb`` and place the lines of those that have a
-    tier. One pass of all of them (:attr:`_Scan.count_rx`, its one group the word) gives each match as the
-    word's text, counted in C: no match object per match (a log has a level word on every line). Only the
-    words with a tier that were found are looked for again, each alone, for their offsets."""
-    counts = Counter(_pick(scan.count_rx, scan.count_arx, nb).findall(nb))  # type: ignore[arg-type]
+    tier. A few passes rooted at a character each (:func:`_word_passes`) give each match as its text, counted
+    in C: no match object per match (a log has a level word on every line). Only the words with a tier that
+    were found are looked for again, each alone, for their offsets."""
     ascii_only = nb.isascii()
+    counts = [Counter((arx if ascii_only else rx).findall(nb)) for rx, arx in scan.count_passes]
     for word, info, urx, arx in scan.words:
-        if not (found_n := counts[word]):
+        at, text = scan.match_text[word]
+        if not (found_n := counts[at][text]):
             continue
         words[word] += found_n
         if info is None:
