@@ -635,6 +635,52 @@ def test_word_passes_count_each_whole_word_as_the_plain_joined_words_do(words: l
     assert got == plain
 
 
+def _lines_marked(scans, nb: str) -> list[set[int]]:
+    """The lines each tier gets from ``scans`` (without words), as digest() places them."""
+    from ctxlifed.core import digest as D
+
+    found: tuple[set[int], ...] = (set(), set(), set(), set())
+    for scan in scans:
+        offsets, groups = D._where(scan, nb, with_groups=True)
+        for off, g in zip(offsets, groups):
+            D._mark(found, D._rows(nb, [off]), scan.info[g], False)
+    return [set(t) for t in found]
+
+
+def _other_plain_spec() -> list[tuple[str, str]]:
+    from ctxlifed.core import digest as D
+
+    return [("t1c2", D._ERRWORDS_PLAIN), ("t1", D._PY_EXC), ("t1", D._PY_FRAME), ("t2", D._WARNWORDS_PLAIN)]
+
+
+def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core import digest as D
+
+    plain = D._compile(_other_plain_spec())
+    for _n, _m, text in corpus():
+        assert _lines_marked(D._PATTERNS["other"], "\n" + text) == _lines_marked(plain, "\n" + text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", ":", ": ", "E", "A", "Error", "ERROR", "Exception", "FATAL",
+                                 "CRITICAL", "WARNING", "warning", "error", "[E1]", "CRITIC", "FA", "TAL", "L", "ATAL",
+                                 "RNING", "WARN"]), max_size=50))
+def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    assert _lines_marked(D._PATTERNS["other"], nb) == _lines_marked(D._compile(_other_plain_spec()), nb)
+
+
+def test_word_rooted_starts_each_word_at_its_root_and_checks_the_rest_behind() -> None:
+    from ctxlifed.core.digest import _word_rooted
+
+    assert _word_rooted([r"\bFATAL\b"], "A") == r"A(?:TAL(?<=FATAL)(?<!\wFATAL)\b)"
+    assert _word_rooted([r"\bError: ", r"\bERROR\b"], "E") == r"E(?:rror(?<!\wError): |RROR(?<!\wERROR)\b)"
+    with pytest.raises(AssertionError):
+        _word_rooted([r"\bpanic: "], "E")  # no root in the word
+
+
 def _runners_each_alone(part: str) -> set[int]:
     from ctxlifed.core import digest as D
 

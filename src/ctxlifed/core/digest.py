@@ -277,8 +277,36 @@ _EXC_GATE = r"(?=[\w.]*+(?![^:\n])(?<=[rnte])" + _EXC_ENDS + ")"
 _PY_EXC = (r"\n[\w.](?<!\d)" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
            + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
-_ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
-             r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
+_WORD_START_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")  # a branch's leading ``\bword`` (not quantified)
+
+
+def _word_rooted(alts: list[str], root: str) -> str:
+    """The regex branches ``alts``, each ``\\bWord...`` with ``root`` in its word, as one branch that starts with
+    ``root``: each is matched from the first ``root`` of its word, what comes before checked behind
+    (``\\bFATAL\\b`` -> ``TAL(?<=FATAL)(?<!\\wFATAL)\\b`` after the ``A``), so that they share one search for it
+    where each took a pass of its own. A match is on the line of the plain form's, from the same word."""
+    rests = []
+    for alt in alts:
+        lead = _WORD_START_RE.match(alt)
+        assert lead is not None and root in lead.group(1), f"{alt} is not a word holding {root!r}"
+        word = lead.group(1)
+        k = word.index(root)
+        rests.append(word[k + 1:] + (f"(?<={word})" if k else "") + f"(?<!\\w{word})" + alt[lead.end():])
+    return root + "(?:" + "|".join(rests) + ")"
+
+
+# the error words of an output of no known kind (plain form: _ERRWORDS_PLAIN); the whole words and "Error: "
+# rooted at the capital they share (see _word_rooted)
+_ERRWORDS_PLAIN = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
+                   r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
+_ERRWORDS = "|".join([
+    _word_rooted([r"\bError: ", r"\bERROR\b", r"\bException\b"], "E"),
+    _word_rooted([r"\bFATAL\b", r"\bCRITICAL\b"], "A"),
+    r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |Traceback \(most recent call last\)|\bSegmentation fault"
+    r"|\bcommand not found|\bNo such file or directory",
+])
+_WARNWORDS_PLAIN = r"\bwarning: |\bWARNING\b"
+_WARNWORDS = r"\bwarning: |" + _word_rooted([r"\bWARNING\b"], "A")
 
 # Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
 # line); when no runner is recognised, all of them are.
@@ -371,7 +399,7 @@ _OTHER = [
     ("t1c2", _ERRWORDS),
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
-    ("t2", r"\bwarning: |\bWARNING\b"),
+    ("t2", _WARNWORDS),
 ]
 
 
@@ -898,7 +926,9 @@ def _word_passes(words: list[str]) -> tuple[list[re.Pattern[str]], dict[str, tup
         passes[i][2].add(w[k:])
         behind = f"(?<={w})(?<!\\w{w})" if k else f"(?<!\\w{w})"
         passes[i][1].append(f"{w[k + 1:]}{behind}\\b")
-    return [re.compile(root + "(?:" + _join_branches(alts) + ")") for root, alts, _t in passes], where
+    used = [i for i, (_root, alts, _t) in enumerate(passes) if alts]  # a root may have lost its words to others
+    return ([re.compile(passes[i][0] + "(?:" + _join_branches(passes[i][1]) + ")") for i in used],
+            {w: (used.index(i), text) for w, (i, text) in where.items()})
 
 
 def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
