@@ -934,13 +934,18 @@ def _word_passes(words: list[str]) -> tuple[list[re.Pattern[str]], dict[str, tup
 def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
     """Count the whole-word matches of ``scan``'s words in ``nb`` and place the lines of those that have a
     tier. A few passes rooted at a character each (:func:`_word_passes`) give each match as its text, counted
-    in C: no match object per match (a log has a level word on every line). Only the words with a tier that
+    in C: no match object and no Python step per match (a log has a level word on every line). Only the words with a tier that
     were found are looked for again, each alone, for their offsets."""
     ascii_only = nb.isascii()
-    counts = [Counter((arx if ascii_only else rx).findall(nb)) for rx, arx in scan.count_passes]
+    # each pass's matches between line ends (no match holds one), each pair apart: a word's count is that of
+    # its text between line ends, one count in C per word where a Counter took a step per match
+    found_in = []
+    for rx, arx in scan.count_passes:
+        texts = (arx if ascii_only else rx).findall(nb)
+        found_in.append("\n%s\n" % "\n\n".join(texts) if texts else "")
     for word, info, urx, arx in scan.words:
         at, text = scan.match_text[word]
-        if not (found_n := counts[at][text]):
+        if not (found_n := found_in[at].count(f"\n{text}\n")):
             continue
         words[word] += found_n
         if info is None:
