@@ -672,6 +672,25 @@ def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_for
     assert _lines_marked(D._PATTERNS["other"], nb) == _lines_marked(D._compile(_other_plain_spec()), nb)
 
 
+def test_log_phrases_rooted_at_their_colon_mark_the_lines_of_their_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core import digest as D
+
+    rooted, plain = D._compile([("t1c3", D._LOG_PHRASES)]), D._compile([("t1c3", D._LOG_PHRASES_PLAIN)])
+    for _n, _m, text in corpus():
+        assert _lines_marked(rooted, "\n" + text) == _lines_marked(plain, "\n" + text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", ":", ": ", "error", "fatal", "panic", "error: ", "rror: ",
+                                 "l: ", "c: ", "r: ", "xerror: ", "panic:", "fatal: "]), max_size=50))
+def test_log_phrases_rooted_at_their_colon_mark_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    rooted, plain = D._compile([("t1c3", D._LOG_PHRASES)]), D._compile([("t1c3", D._LOG_PHRASES_PLAIN)])
+    assert _lines_marked(rooted, nb) == _lines_marked(plain, nb)
+
+
 def test_word_rooted_starts_each_word_at_its_root_and_checks_the_rest_behind() -> None:
     from ctxlifed.core.digest import _word_rooted
 

@@ -58,7 +58,9 @@ Rules:
   literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in a few
   passes, each searched for one character its words hold (:func:`_word_passes`: one regex of all of them
   tests every position), that give each match as its text, with no match object, and only the words with a
-  tier that were found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
+  tier that were found are looked for again (:func:`_count_words`); the error words of an output of no known
+  kind that share a capital are looked for in one pass rooted at it (:func:`_word_rooted`); a test run's
+  runners are recognised by one pass of all
   their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
@@ -387,9 +389,22 @@ _DIFF = [
     ("t2", r"\n@@ "),
 ]
 LOG_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE")  # counted
+
+
+def _colon_rooted(words: list[str]) -> str:
+    """``\\bword: `` for each of ``words`` (lower-case names) as one branch found from its ``": "``, the word
+    checked behind (its last letter first): one search of ``": "`` for all of them, where each word took a pass
+    of its own. A match is on the line of the plain form's."""
+    last = "".join(sorted({w[-1] for w in words}))
+    return f": (?<=[{last}]: )(?:" + "|".join(f"(?<={w}: )(?<!\\w{w}: )" for w in words) + ")"
+
+
+# a log's error phrases (plain form: _LOG_PHRASES_PLAIN)
+_LOG_PHRASES_PLAIN = r"\berror: |\bfatal: |\bpanic: "
+_LOG_PHRASES = _colon_rooted(["error", "fatal", "panic"])
 _LOG = [
-    ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|\berror: |\bfatal: "
-             r"|\bpanic: |Traceback \(most recent call last\)|\bException\b"),
+    ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|" + _LOG_PHRASES
+             + r"|Traceback \(most recent call last\)|\bException\b"),
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
     ("t2", r"\bWARN\b|\bWARNING\b"),
