@@ -664,7 +664,7 @@ def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_for
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", ":", ": ", "E", "A", "Error", "ERROR", "Exception", "FATAL",
                                  "CRITICAL", "WARNING", "warning", "error", "[E1]", "CRITIC", "FA", "TAL", "L", "ATAL",
-                                 "RNING", "WARN"]), max_size=50))
+                                 "RNING", "WARN", "error[E1]: ", "panic: ", "fatal: ", "warning: ", "g: ", "r: ", "xwarning: "]), max_size=50))
 def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_form(parts: list[str]) -> None:
     from ctxlifed.core import digest as D
 

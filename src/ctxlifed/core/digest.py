@@ -297,18 +297,27 @@ def _word_rooted(alts: list[str], root: str) -> str:
     return root + "(?:" + "|".join(rests) + ")"
 
 
+def _colon_rooted(words: list[str]) -> str:
+    """``\\bword: `` for each of ``words`` (lower-case names) as one branch found from its ``": "``, the word
+    checked behind (its last letter first): one search of ``": "`` for all of them, where each word took a pass
+    of its own. A match is on the line of the plain form's."""
+    last = "".join(sorted({w[-1] for w in words}))
+    return f": (?<=[{last}]: )(?:" + "|".join(f"(?<={w}: )(?<!\\w{w}: )" for w in words) + ")"
+
+
 # the error words of an output of no known kind (plain form: _ERRWORDS_PLAIN); the whole words and "Error: "
-# rooted at the capital they share (see _word_rooted)
+# rooted at the capital they share (see _word_rooted), the lower-case phrases at their ": " (see _colon_rooted)
 _ERRWORDS_PLAIN = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
                    r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
 _ERRWORDS = "|".join([
     _word_rooted([r"\bError: ", r"\bERROR\b", r"\bException\b"], "E"),
     _word_rooted([r"\bFATAL\b", r"\bCRITICAL\b"], "A"),
-    r"\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |Traceback \(most recent call last\)|\bSegmentation fault"
-    r"|\bcommand not found|\bNo such file or directory",
+    _colon_rooted(["error", "panic", "fatal"]),
+    r"\berror\[\w+\]: |Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found"
+    r"|\bNo such file or directory",
 ])
 _WARNWORDS_PLAIN = r"\bwarning: |\bWARNING\b"
-_WARNWORDS = r"\bwarning: |" + _word_rooted([r"\bWARNING\b"], "A")
+_WARNWORDS = _colon_rooted(["warning"]) + "|" + _word_rooted([r"\bWARNING\b"], "A")
 
 # Test runners: each one's patterns are used only when its marks are in the output (fewer branches per
 # line); when no runner is recognised, all of them are.
@@ -389,14 +398,6 @@ _DIFF = [
     ("t2", r"\n@@ "),
 ]
 LOG_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE")  # counted
-
-
-def _colon_rooted(words: list[str]) -> str:
-    """``\\bword: `` for each of ``words`` (lower-case names) as one branch found from its ``": "``, the word
-    checked behind (its last letter first): one search of ``": "`` for all of them, where each word took a pass
-    of its own. A match is on the line of the plain form's."""
-    last = "".join(sorted({w[-1] for w in words}))
-    return f": (?<=[{last}]: )(?:" + "|".join(f"(?<={w}: )(?<!\\w{w}: )" for w in words) + ")"
 
 
 # a log's error phrases (plain form: _LOG_PHRASES_PLAIN)
