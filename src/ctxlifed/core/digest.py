@@ -59,8 +59,9 @@ Rules:
   passes, each searched for one character its words hold (:func:`_word_passes`: one regex of all of them
   tests every position), that give each match as its text, with no match object, and only the words with a
   tier that were found are looked for again (:func:`_count_words`); the error words of an output of no known
-  kind that share a capital are looked for in one pass rooted at it (:func:`_word_rooted`); a test run's
-  runners are recognised by one pass of all
+  kind that share a capital are looked for in one pass rooted at it (:func:`_word_rooted`), and the
+  lower-case ``word: `` phrases of a log or such an output in one pass from their ``": "``
+  (:func:`_colon_rooted`); a test run's runners are recognised by one pass of all
   their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
