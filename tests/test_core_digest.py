@@ -700,6 +700,90 @@ def test_log_words_counted_one_at_a_time_are_those_one_pass_of_all_counts(parts:
     assert (dict(words), [set(s) for s in found]) == _counted_by_one_pass(scan, nb)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ABE_é", min_size=1, max_size=5).filter(lambda w: w[0] != "é"), min_size=1, max_size=8,
+                unique=True),
+       st.lists(st.sampled_from(["A", "B", "E", "_", "é", "AB", "BEA", "EE", " ", "\n", ":", "9"]), max_size=40))
+def test_word_passes_count_each_whole_word_as_the_plain_joined_words_do(words: list[str], parts: list[str]) -> None:
+    import re
+    from collections import Counter
+
+    from ctxlifed.core import digest as D
+
+    text = "".join(parts + words + parts[::-1])
+    passes, where = D._word_passes(words)
+    word_of = {at: w for w, at in where.items()}
+    assert len(word_of) == len(words)  # a match's pass and text name its word
+    got = Counter(word_of[i, t] for i, rx in enumerate(passes) for t in rx.findall(text))
+    plain = Counter(re.findall(r"\b(" + "|".join(map(re.escape, words)) + r")\b", text))
+    assert got == plain
+
+
+def _lines_marked(scans, nb: str) -> list[set[int]]:
+    """The lines each tier gets from ``scans`` (without words), as digest() places them."""
+    from ctxlifed.core import digest as D
+
+    found: tuple[set[int], ...] = (set(), set(), set(), set())
+    for scan in scans:
+        offsets, groups = D._where(scan, nb, with_groups=True)
+        for off, g in zip(offsets, groups):
+            D._mark(found, D._rows(nb, [off]), scan.info[g], False)
+    return [set(t) for t in found]
+
+
+def _other_plain_spec() -> list[tuple[str, str]]:
+    from ctxlifed.core import digest as D
+
+    return [("t1c2", D._ERRWORDS_PLAIN), ("t1", D._PY_EXC), ("t1", D._PY_FRAME), ("t2", D._WARNWORDS_PLAIN)]
+
+
+def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core import digest as D
+
+    plain = D._compile(_other_plain_spec())
+    for _n, _m, text in corpus():
+        assert _lines_marked(D._PATTERNS["other"], "\n" + text) == _lines_marked(plain, "\n" + text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", ":", ": ", "E", "A", "Error", "ERROR", "Exception", "FATAL",
+                                 "CRITICAL", "WARNING", "warning", "error", "[E1]", "CRITIC", "FA", "TAL", "L", "ATAL",
+                                 "RNING", "WARN", "error[E1]: ", "panic: ", "fatal: ", "warning: ", "g: ", "r: ", "xwarning: "]), max_size=50))
+def test_other_error_words_rooted_at_a_capital_mark_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    assert _lines_marked(D._PATTERNS["other"], nb) == _lines_marked(D._compile(_other_plain_spec()), nb)
+
+
+def test_log_phrases_rooted_at_their_colon_mark_the_lines_of_their_plain_form_on_the_corpus() -> None:
+    from ctxlifed.core import digest as D
+
+    rooted, plain = D._compile([("t1c3", D._LOG_PHRASES)]), D._compile([("t1c3", D._LOG_PHRASES_PLAIN)])
+    for _n, _m, text in corpus():
+        assert _lines_marked(rooted, "\n" + text) == _lines_marked(plain, "\n" + text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", ":", ": ", "error", "fatal", "panic", "error: ", "rror: ",
+                                 "l: ", "c: ", "r: ", "xerror: ", "panic:", "fatal: "]), max_size=50))
+def test_log_phrases_rooted_at_their_colon_mark_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    rooted, plain = D._compile([("t1c3", D._LOG_PHRASES)]), D._compile([("t1c3", D._LOG_PHRASES_PLAIN)])
+    assert _lines_marked(rooted, nb) == _lines_marked(plain, nb)
+
+
+def test_word_rooted_starts_each_word_at_its_root_and_checks_the_rest_behind() -> None:
+    from ctxlifed.core.digest import _word_rooted
+
+    assert _word_rooted([r"\bFATAL\b"], "A") == r"A(?:TAL(?<=FATAL)(?<!\wFATAL)\b)"
+    assert _word_rooted([r"\bError: ", r"\bERROR\b"], "E") == r"E(?:rror(?<!\wError): |RROR(?<!\wERROR)\b)"
+    with pytest.raises(AssertionError):
+        _word_rooted([r"\bpanic: "], "E")  # no root in the word
+
+
 def _runners_each_alone(part: str) -> set[int]:
     from ctxlifed.core import digest as D
 

@@ -55,9 +55,13 @@ Rules:
   backtracks through a line where a possessive form is equivalent, except a greedy ``[^\n]*`` that steps
   back to a literal (the engine's fast step back beats a walk of a class). An all-ASCII text is scanned by
   ASCII twins of the patterns (see the comment above :func:`_ascii_form`); a scan that starts with a long
-  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in one pass
-  that gives each match as its word's text, with no match object, and only the words with a tier that were
-  found are looked for again (:func:`_count_words`); a test run's runners are recognised by one pass of all
+  literal runs only on a text that holds it (:data:`_MIN_NEEDLE`); a log's words are counted in a few
+  passes, each searched for one character its words hold (:func:`_word_passes`: one regex of all of them
+  tests every position), that give each match as its text, with no match object, and only the words with a
+  tier that were found are looked for again (:func:`_count_words`); the error words of an output of no known
+  kind that share a capital are looked for in one pass rooted at it (:func:`_word_rooted`), and the
+  lower-case ``word: `` phrases of a log or such an output in one pass from their ``": "``
+  (:func:`_colon_rooted`); a test run's runners are recognised by one pass of all
   their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
@@ -276,8 +280,45 @@ _EXC_GATE = r"(?=[\w.]*+(?![^:\n])(?<=[rnte])" + _EXC_ENDS + ")"
 _PY_EXC = (r"\n[\w.](?<!\d)" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
            + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
-_ERRWORDS = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
-             r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
+_WORD_START_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")  # a branch's leading ``\bword`` (not quantified)
+
+
+def _word_rooted(alts: list[str], root: str) -> str:
+    """The regex branches ``alts``, each ``\\bWord...`` with ``root`` in its word, as one branch that starts with
+    ``root``: each is matched from the first ``root`` of its word, what comes before checked behind
+    (``\\bFATAL\\b`` -> ``TAL(?<=FATAL)(?<!\\wFATAL)\\b`` after the ``A``), so that they share one search for it
+    where each took a pass of its own. A match is on the line of the plain form's, from the same word."""
+    rests = []
+    for alt in alts:
+        lead = _WORD_START_RE.match(alt)
+        assert lead is not None and root in lead.group(1), f"{alt} is not a word holding {root!r}"
+        word = lead.group(1)
+        k = word.index(root)
+        rests.append(word[k + 1:] + (f"(?<={word})" if k else "") + f"(?<!\\w{word})" + alt[lead.end():])
+    return root + "(?:" + "|".join(rests) + ")"
+
+
+def _colon_rooted(words: list[str]) -> str:
+    """``\\bword: `` for each of ``words`` (lower-case names) as one branch found from its ``": "``, the word
+    checked behind (its last letter first): one search of ``": "`` for all of them, where each word took a pass
+    of its own. A match is on the line of the plain form's."""
+    last = "".join(sorted({w[-1] for w in words}))
+    return f": (?<=[{last}]: )(?:" + "|".join(f"(?<={w}: )(?<!\\w{w}: )" for w in words) + ")"
+
+
+# the error words of an output of no known kind (plain form: _ERRWORDS_PLAIN); the whole words and "Error: "
+# rooted at the capital they share (see _word_rooted), the lower-case phrases at their ": " (see _colon_rooted)
+_ERRWORDS_PLAIN = (r"\bError: |\berror(?:\[\w+\])?: |\bpanic: |\bfatal: |\bFATAL\b|\bCRITICAL\b|\bERROR\b|\bException\b"
+                   r"|Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found|\bNo such file or directory")
+_ERRWORDS = "|".join([
+    _word_rooted([r"\bError: ", r"\bERROR\b", r"\bException\b"], "E"),
+    _word_rooted([r"\bFATAL\b", r"\bCRITICAL\b"], "A"),
+    _colon_rooted(["error", "panic", "fatal"]),
+    r"\berror\[\w+\]: |Traceback \(most recent call last\)|\bSegmentation fault|\bcommand not found"
+    r"|\bNo such file or directory",
+])
+_WARNWORDS_PLAIN = r"\bwarning: |\bWARNING\b"
+_WARNWORDS = _colon_rooted(["warning"]) + "|" + _word_rooted([r"\bWARNING\b"], "A")
 
 # In a test run, an exception line is found by a cheaper gate first: the line's first [\w.] run is followed by
 # ":" or the line's end (one negative lookahead; most lines fail it), then the first character is not a digit,
@@ -392,9 +433,14 @@ _DIFF = [
     ("t2", r"\n@@ "),
 ]
 LOG_LEVELS = ("DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "TRACE")  # counted
+
+
+# a log's error phrases (plain form: _LOG_PHRASES_PLAIN)
+_LOG_PHRASES_PLAIN = r"\berror: |\bfatal: |\bpanic: "
+_LOG_PHRASES = _colon_rooted(["error", "fatal", "panic"])
 _LOG = [
-    ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|\berror: |\bfatal: "
-             r"|\bpanic: |Traceback \(most recent call last\)|\bException\b"),
+    ("t1c3", r"\bERROR\b|\bCRITICAL\b|\bFATAL\b|\bSEVERE\b|\bPANIC\b|\bEMERG\b|\bALERT\b|" + _LOG_PHRASES
+             + r"|Traceback \(most recent call last\)|\bException\b"),
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
     ("t2", r"\bWARN\b|\bWARNING\b"),
@@ -404,7 +450,7 @@ _OTHER = [
     ("t1c2", _ERRWORDS),
     ("t1", _PY_EXC),
     ("t1", _PY_FRAME),
-    ("t2", r"\bwarning: |\bWARNING\b"),
+    ("t2", _WARNWORDS),
 ]
 
 
@@ -469,9 +515,10 @@ class _Scan(msgspec.Struct, frozen=True):
     # and that regex's ASCII twin)
     words: tuple[tuple[str, tuple[int, int, bool] | None, re.Pattern[str], re.Pattern[str]], ...] = ()
     arx: re.Pattern[str] | None = None  # ``rx`` for an ASCII-only text (see _ascii_twin)
-    # for a scan of words: all of them in one regex whose one group is the word, and its ASCII twin
-    count_rx: re.Pattern[str] | None = None
-    count_arx: re.Pattern[str] | None = None
+    # for a scan of words: the passes that count them (see _word_passes), each (regex, its ASCII twin), and the
+    # pass that finds each word and the text of its matches there
+    count_passes: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = ()
+    match_text: dict[str, tuple[int, str]] = {}
 
 
 # A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
@@ -818,8 +865,8 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above) or ``count``
     (whole words found and counted, that mark no line). Four shapes (see the comment above): the line-start
     alternatives joined in one scan (first); in a spec that counts words, its whole words ``\\bWORD\\b``
-    joined in one scan whose groups name the word (one pass for all of them, where counting each would
-    take a pass); the other alternatives that start with the same literal joined in one scan (the engine
+    in one scan whose groups name the word (its plain form), counted by a few passes rooted at a character
+    each (:func:`_word_passes`; counting each word would take a pass); the other alternatives that start with the same literal joined in one scan (the engine
     finds that literal once and tries each at it; they must not match inside each other's matches);
     every other alternative a scan of its own (a literal is found faster alone than in an alternation).
     A leading ``\\bword`` is checked by a lookbehind after the word, so the literal search still applies."""
@@ -871,9 +918,9 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
         each = tuple((w, inf, wrx, _ascii_twin(wrx))
                      for w, inf in words.items() for wrx in [re.compile(f"{w}(?<!\\w{w})\\b")])
-        count_rx = re.compile("(" + _join_branches([f"{w}(?<!\\w{w})\\b" for w in words]) + ")")
-        out.append(msgspec.structs.replace(_scan(rx, dict(words)), words=each, count_rx=count_rx,
-                                           count_arx=_ascii_twin(count_rx)))
+        passes, match_text = _word_passes(list(words))
+        out.append(msgspec.structs.replace(_scan(rx, dict(words)), words=each, match_text=match_text,
+                                           count_passes=tuple((p, _ascii_twin(p)) for p in passes)))
     return out
 
 
@@ -902,15 +949,54 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     return offsets, groups
 
 
+def _word_passes(words: list[str]) -> tuple[list[re.Pattern[str]], dict[str, tuple[int, str]]]:
+    """Passes that find every whole word of ``words`` (``\\bWORD\\b``; names of ``[A-Za-z_]\\w*``) once, and for
+    each word the pass that finds it and the text of its matches. A pass is rooted at one character: the engine
+    looks for it with its fast literal search (one regex of all the words tests every position of the text
+    against the set of their first letters, several times slower), and matches each of its words from one
+    place of that character in it, what comes before checked behind (``DEBUG`` rooted at ``E``: ``E`` then
+    ``BUG(?<=DEBUG)(?<!\\wDEBUG)\\b``). A match's text is its word from that place on, which tells the words of
+    a pass apart. The roots are few: each the character that most words not yet rooted hold; a word is
+    rooted at the first root it holds, where something of it follows, in a pass where no other word has that
+    text (else at its first character, in a pass of its own)."""
+    roots: list[str] = []
+    left = list(words)
+    while left:
+        root = max(sorted(set("".join(left))), key=lambda c: sum(c in w for w in left))
+        roots.append(root)
+        left = [w for w in left if root not in w]
+    passes: list[tuple[str, list[str], set[str]]] = [(root, [], set()) for root in roots]  # root, branches, texts
+    where: dict[str, tuple[int, str]] = {}
+    for w in words:
+        places = sorted((k == len(w) - 1, i, k) for k, c in enumerate(w) for i, (root, _b, _t) in enumerate(passes)
+                        if c == root)
+        i, k = next(((i, k) for _last, i, k in places if w[k:] not in passes[i][2]), (len(passes), 0))
+        if i == len(passes):
+            passes.append((w[0], [], set()))
+        where[w] = (i, w[k:])
+        passes[i][2].add(w[k:])
+        behind = f"(?<={w})(?<!\\w{w})" if k else f"(?<!\\w{w})"
+        passes[i][1].append(f"{w[k + 1:]}{behind}\\b")
+    used = [i for i, (_root, alts, _t) in enumerate(passes) if alts]  # a root may have lost its words to others
+    return ([re.compile(passes[i][0] + "(?:" + _join_branches(passes[i][1]) + ")") for i in used],
+            {w: (used.index(i), text) for w, (i, text) in where.items()})
+
+
 def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
     """Count the whole-word matches of ``scan``'s words in ``nb`` and place the lines of those that have a
-    tier. One pass of all of them (:attr:`_Scan.count_rx`, its one group the word) gives each match as the
-    word's text, counted in C: no match object per match (a log has a level word on every line). Only the
-    words with a tier that were found are looked for again, each alone, for their offsets."""
-    counts = Counter(_pick(scan.count_rx, scan.count_arx, nb).findall(nb))  # type: ignore[arg-type]
+    tier. A few passes rooted at a character each (:func:`_word_passes`) give each match as its text, counted
+    in C: no match object and no Python step per match (a log has a level word on every line). Only the words with a tier that
+    were found are looked for again, each alone, for their offsets."""
     ascii_only = nb.isascii()
+    # each pass's matches between line ends (no match holds one), each pair apart: a word's count is that of
+    # its text between line ends, one count in C per word where a Counter took a step per match
+    found_in = []
+    for rx, arx in scan.count_passes:
+        texts = (arx if ascii_only else rx).findall(nb)
+        found_in.append("\n%s\n" % "\n\n".join(texts) if texts else "")
     for word, info, urx, arx in scan.words:
-        if not (found_n := counts[word]):
+        at, text = scan.match_text[word]
+        if not (found_n := found_in[at].count(f"\n{text}\n")):
             continue
         words[word] += found_n
         if info is None:
