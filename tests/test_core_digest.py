@@ -228,6 +228,37 @@ def test_any_text_gives_a_bounded_faithful_digest(lines: list[str], command: str
     assert len(d.text) <= 4 * (300 + 200) + 80 * (d.kept_lines + 1) + 2000
 
 
+_FAIL_GROUP_RUNNER = {1: "pytest", 2: "unittest", 3: "unittest", 4: "cargo", 5: "js", 6: "go", 7: "js"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "FAILED ", "FAIL: ", "ERROR: ", "test ", " ... FAILED", "not ok 3 - ", "  ",
+                                 "--- FAIL: ", "● ", "t::a", "(x)", " ok", "é"]), max_size=20),
+       st.sets(st.sampled_from(["pytest", "unittest", "cargo", "go", "js"])))
+def test_failing_tests_named_are_those_of_the_runners_found(parts: list[str], runners: set[str]) -> None:
+    # the ids are the lines of the runners' own forms, as the one regex of all forms reads them
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    names = tuple(n for n in D._RUNNER_NAMES if n in runners)
+    want = {m.group(g) for m in D._PY_TEST_FAIL_RE.finditer(nb) for g in [m.lastindex]
+            if not names or _FAIL_GROUP_RUNNER[g] in names}
+    assert set(map("".join, D._fail_names_re(names).findall(nb))) == want
+
+
+def test_a_pytest_run_counts_its_own_failures_not_a_printed_tap_line() -> None:
+    run = ("============================= test session starts ==============================\n"
+           "tests/test_a.py F.F\n"
+           "----------------------------- Captured stdout call -----------------------------\n"
+           "not ok 3 - printed by the test (looks like TAP)\n"
+           "=========================== short test summary info ============================\n"
+           "FAILED tests/test_a.py::test_one - assert 1 == 2\n"
+           "FAILED tests/test_a.py::test_three - assert 3 == 4\n"
+           "========================= 2 failed, 1 passed in 0.01s ==========================\n")
+    d = digest(run * 40, command="pytest", archive_id=1)
+    assert d.text.split("\n")[1] == "[2 failing tests named]"
+
+
 def test_unittest_verdict_is_not_counted_as_a_failing_test() -> None:
     """unittest ends with ``FAILED (failures=3)``: a verdict, not a test named ``(failures=3)``."""
     lines = [f"test_case_{i:04d} (m.T.test_case_{i:04d}) ... {'FAIL' if i in (3, 7) else 'ok'}" for i in range(400)]

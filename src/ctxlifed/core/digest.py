@@ -1134,20 +1134,23 @@ def _runners_marked(part: str, runners: frozenset[int]) -> set[int]:
     return seen
 
 
-def _test_scans(nb: str) -> list[_Scan]:
-    """The scans of the runners whose marks are in ``nb``'s first or last :data:`RUNNER_MARKS_SCAN`
-    characters (all of them when none is): a runner's banner or first results are at the start of its
-    output, its summary at the end."""
+def _test_runners(nb: str) -> tuple[str, ...]:
+    """The runners whose marks are in ``nb``'s first or last :data:`RUNNER_MARKS_SCAN` characters: a
+    runner's banner or first results are at the start of its output, its summary at the end."""
     ends = (nb,) if len(nb) <= 2 * RUNNER_MARKS_SCAN else (nb[:RUNNER_MARKS_SCAN], nb[-RUNNER_MARKS_SCAN:])
     seen: set[int] = set()
     for part in ends:
         seen |= _runners_marked(part, frozenset(range(len(_RUNNER_NAMES))) - seen)
-    found = [_RUNNER_NAMES[i] for i in sorted(seen)]
+    return tuple(_RUNNER_NAMES[i] for i in sorted(seen))
+
+
+def _test_scans(found: tuple[str, ...]) -> list[_Scan]:
+    """The scans of the runners ``found`` (:func:`_test_runners`), all of them when none is."""
     if len(found) == 1:
         return _RUNNER_SCANS[found[0]][1]
     if not found:
         return _PATTERNS["test"]
-    return _runner_mix(tuple(found))
+    return _runner_mix(found)
 
 
 @functools.lru_cache(maxsize=32)
@@ -1227,6 +1230,26 @@ _PY_TEST_FAIL_RE = re.compile(
     r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (?=[^\n]*FAILED)(\S++) \.\.\. FAILED"
     r"|not ok \d+ - ([^\n]+)|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
 )
+# the lines that name a failing test, per runner: the ids counted are those of the runners the output's
+# marks name (as the tiers' patterns are), all of them (_PY_TEST_FAIL_RE) when none is recognised
+_FAIL_FORMS = {
+    "pytest": [r"FAILED (?!\()(\S+)"],
+    "unittest": [r"FAIL: (\S+)", r"ERROR: (\S+)"],
+    "cargo": [r"test (?=[^\n]*FAILED)(\S++) \.\.\. FAILED"],
+    "go": [r"[ \t]*+--- FAIL: (\S+)"],
+    "js": [r"not ok \d+ - ([^\n]+)", r"[ \t]*+● ([^\n]+)"],
+}
+assert sorted(_FAIL_FORMS) == sorted(_RUNNERS)
+
+
+@functools.lru_cache(maxsize=32)
+def _fail_names_re(names: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex of the failing-test lines of the runners ``names`` (all of them when empty); one group per
+    form, one of which holds the id (findall gives "" for the others)."""
+    if not names:
+        return _PY_TEST_FAIL_RE
+    forms = [form for name in _RUNNER_NAMES if name in names for form in _FAIL_FORMS[name]]
+    return re.compile("\\n(?:" + "|".join(forms) + ")")
 
 
 # ---------------------------------------------------------------- helpers
@@ -1277,14 +1300,14 @@ def _top(counter: Counter[str], n: int) -> str:
     return shown + (f", … {len(items) - n} more" if len(items) > n else "")
 
 
-def _facts(kind: str, nb: str, words: Counter[str]) -> list[str]:
+def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = ()) -> list[str]:
     """Counts that say what the whole output held (a few short phrases); ``words``: the whole words the
-    kind's scans counted (a log's levels)."""
+    kind's scans counted (a log's levels); ``runners``: a test run's runners found (:func:`_test_runners`)."""
     out: list[str] = []
     if kind == "test":
         # one alternative matches, its group is never empty and findall gives "" for the others: joining the
         # groups gives the id; a set, not a list (no n² membership tests on a long run)
-        fails = set(map("".join, _PY_TEST_FAIL_RE.findall(nb)))
+        fails = set(map("".join, _fail_names_re(runners).findall(nb)))
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
@@ -1485,7 +1508,8 @@ def digest(
     found: tuple[set[int], ...] = (set(), set(), set(), set())  # line indexes per tier; a line may be in several
     is_log = k == "log"
     words: Counter[str] = Counter()  # whole words found, for the facts
-    for scan in _test_scans(nb) if k == "test" else _PATTERNS[k]:
+    runners = _test_runners(nb) if k == "test" else ()
+    for scan in _test_scans(runners) if k == "test" else _PATTERNS[k]:
         if scan.words:
             _count_words(scan, nb, words, found, is_log)
             continue
@@ -1569,7 +1593,7 @@ def digest(
     what = _what_kept(k, must_found - omitted - omitted_verdicts, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
-    facts = _facts(k, nb, words)
+    facts = _facts(k, nb, words, runners)
     extra: list[str] = []
     if facts:
         extra.append("[" + "; ".join(facts) + "]")
