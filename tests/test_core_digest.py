@@ -508,6 +508,29 @@ def test_install_phrases_after_error_are_not_found_twice_but_their_lines_are_the
     assert got == want
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", "f", "T", "S", "TS", "TS12", "error TS", "error TS1",
+                                 "xerror TS2", "fatal: ", "xfatal: ", "fatal", ": ", "undefined reference to",
+                                 "undefined reference tox", "xundefined reference to", "reference to", "file",
+                                 "No such file or directory", "xNo such file or directory", "such file or directory",
+                                 "command not found", "_command not found", "not found", "found",
+                                 "Traceback (most recent call last)", "Traceback", "(most recent call last)"]),
+                max_size=24))
+def test_build_phrases_rooted_at_a_letter_find_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    want = {nb.count("\n", 1, m.start() + 1) for m in re.finditer(D._BUILD_PHRASES_PLAIN, nb)}
+    rooted = [(tag, pat) for tag, pat in D._BUILD if pat.startswith(("f(?:", "T(?:"))]
+    assert len(rooted) == 2
+    scans = D._compile(rooted)
+    for twin in (False, True) if nb.isascii() else (False,):  # the ASCII twins too, on an ASCII text
+        got: set[int] = set()
+        for scan in scans:
+            got.update(D._rows(nb, [m.start() for m in (scan.arx if twin else scan.rx).finditer(nb)]))
+        assert got == want
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["=", "===", " ", "passed", "failed", "errors", "error", "no tests ran", "skipped",
                                  "deselected", "x", "_", ",", "\n", "é", "1", "s"]), max_size=24))

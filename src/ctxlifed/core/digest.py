@@ -330,14 +330,22 @@ _BUILD = [
     # file:line[:col]: — the digits are taken possessively (what follows them is a colon or ": ", so
     # giving digits back never helps), which also lets the family share them (see _join_branches)
     ("t1c2", r":\d++(?::\d++)?+: (?:fatal )?error: "),
-    ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
+    ("t1", r"\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
     ("t1n1", r"\nerror(?:\[E\d+\])?: "),
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
     ("t1", r":\d++:\d++: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
     ("t2", r":\d++(?::\d++)?+: note: "),
-    ("t1", r"\bfatal: |Traceback \(most recent call last\)|\bcommand not found|\bNo such file or directory"),
+    # phrases found anywhere in a line, each rooted at a letter it holds that is rare in build outputs, what
+    # comes before that letter checked behind (see _BUILD_PHRASES_PLAIN): one search of "f" for four of them
+    # and one of "T" for two, where each had a search (or a str.find) of its own
+    ("t1", r"f(?:atal(?<!\wfatal): |i(?:ned reference to\b(?<=\bundefined reference to)"
+           r"|le or directory(?<=\bNo such file or directory))|ound(?<=\bcommand not found))"),
+    ("t1", r"T(?:S(?<=error TS)\d|raceback \(most recent call last\))"),
     ("t1", _PY_EXC),
 ]
+# the plain form of _BUILD's rooted phrases (the same lines)
+_BUILD_PHRASES_PLAIN = (r"error TS\d+|\bundefined reference to\b|\bfatal: |Traceback \(most recent call last\)"
+                        r"|\bcommand not found|\bNo such file or directory")
 _INSTALL = [
     ("t0", r"\nSuccessfully (?:installed|built|uninstalled) |\n(?:added|removed|changed|up to date)\b[^\n]*"
            r"|vulnerabilit|\n(?:\d+ upgraded, \d+ newly installed)"),
