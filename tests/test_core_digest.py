@@ -469,6 +469,21 @@ def test_the_warnings_are_counted_as_one_by_one(parts: list[str]) -> None:
     assert facts == ([f"warnings: {sum(want.values())} ({D._top(want, 6)})"] if want else [])
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "warning", "warning: ", ": warning", ": warning: ", "warning[E1]: ", "warning[]: ",
+                                 "warning TS12", " TS", "TS1", "warning T", ":", " ", "x", "é", "[", "]", "\nwarning"]),
+                max_size=20))
+def test_the_warning_forms_are_told_apart_as_by_the_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    plain = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )")
+    want = [(m.start(), D._WARN_PLAIN if m.group(1) else D._WARN_TS if m.group(2) else D._WARN_AT)
+            for m in plain.finditer(nb)]
+    for rx in (D._WARN_WORD_RE, D._WARN_WORD_ARE) if nb.isascii() else (D._WARN_WORD_RE,):
+        assert [(m.start(), m.group(1)) for m in rx.finditer(nb)] == want
+
+
 def test_git_status_entries_are_counted_by_label() -> None:
     status = ("On branch main\nChanges to be committed:\n  (use \"git restore --staged <file>...\" to unstage)\n"
               "\tnew file:   a.py\n\tmodified:   b.py\n\n"

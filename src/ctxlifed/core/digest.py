@@ -1056,10 +1056,12 @@ _PATTERNS = {
 # Warnings, in one pass found by the word: a line that starts with ``warning[...]: `` (plain), tsc's
 # ``warning TS<n>`` (plain), and ``: warning: `` (``at``), where the file:line ones are (counted by their flag
 # with _WARN_AT_RE, from the first of them on: most build outputs have none, and need no other pass).
-# findall gives each match as (":", "", "") (plain), ("", "T", "") (tsc) or ("", "", ":") (at), counted in C.
-_WARN_WORD_RE = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )")
+# Each form is told by the one character after what its branch takes (checked ahead there), the one group:
+# findall gives each match as ":" (plain), "T" (tsc) or " " (at), counted in C (a one-character string is not a
+# new object). The same matches as ``warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )``.
+_WARN_WORD_RE = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(?=: )|(?= TS\d) |(?<=: warning):(?= ))(.)")
 _WARN_WORD_ARE = _ascii_twin(_WARN_WORD_RE)
-_WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
+_WARN_PLAIN, _WARN_TS, _WARN_AT = ":", "T", " "
 # ``file:line[:col]: warning: `` and its flag: the last `` [-W...`` of the line when the line ends with "]"
 # ("" when not). The flag is read in a lookahead, so a second warning on the same line is still found.
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
