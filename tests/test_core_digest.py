@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -543,6 +544,31 @@ def test_build_phrases_rooted_at_a_letter_find_the_lines_of_their_plain_form(par
         got: set[int] = set()
         for scan in scans:
             got.update(D._rows(nb, [m.start() for m in (scan.arx if twin else scan.rx).finditer(nb)]))
+        assert got == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "ERROR: ", "xERROR: ", " ", "x", "_", "é", "b", "f", "vulnerabilit",
+                                 "vulnerabilities", "bilit", "Failed to build", "xFailed to build", "Failed to buildx",
+                                 "build", "No matching distribution", "No matching distributions", "distribution",
+                                 "Could not find a version", "xCould not find a version", "find a version",
+                                 "fatal: ", "xfatal: ", "fatal", "\nERROR: Could not find a version",
+                                 "\nERROR: Failed to build", "\nERROR: No matching distribution"]), max_size=24))
+@example(["ERROR: ", "Could not find a version", " x"])
+def test_install_phrases_rooted_at_a_letter_find_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    want = {(tier, nb.count("\n", 1, m.start() + 1))
+            for tier, plain in D._INSTALL_PHRASES_PLAIN.items() for m in re.finditer(plain, nb)}
+    rooted = [(tag, pat) for tag, pat in D._INSTALL if pat.startswith(("b(?:", "f(?:"))]
+    assert len(rooted) == 3
+    scans = D._compile(rooted)
+    for twin in (False, True) if nb.isascii() else (False,):  # the ASCII twins too, on an ASCII text
+        got: set[tuple[int, int]] = set()
+        for scan in scans:
+            for m, info in D._finditer(msgspec.structs.replace(scan, rx=scan.arx) if twin else scan, nb):
+                got.add((info[0], nb.count("\n", 1, m.start() + 1)))
         assert got == want
 
 

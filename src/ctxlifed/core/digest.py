@@ -348,13 +348,22 @@ _BUILD_PHRASES_PLAIN = (r"error TS\d+|\bundefined reference to\b|\bfatal: |Trace
                         r"|\bcommand not found|\bNo such file or directory")
 _INSTALL = [
     ("t0", r"\nSuccessfully (?:installed|built|uninstalled) |\n(?:added|removed|changed|up to date)\b[^\n]*"
-           r"|vulnerabilit|\n(?:\d+ upgraded, \d+ newly installed)"),
+           r"|\n(?:\d+ upgraded, \d+ newly installed)"),
+    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: "),
     # the phrases are looked for anywhere in a line, except right after a line's "ERROR: ", where that line is
-    # tier 1 already (pip's own lines: a long list of them would be found twice)
-    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: |\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b"
-           r"|\bCould(?<!\nERROR: Could) not find a version\b|\bNo(?<!\nERROR: No) matching distribution\b"),
+    # tier 1 already (pip's own lines: a long list of them would be found twice); each is rooted at a letter
+    # it holds, what comes before that letter checked behind (as _BUILD's; see _INSTALL_PHRASES_PLAIN): one
+    # search of "b" for three of them and one of "f" for two, where each had a search of its own
+    ("t0", r"b(?:ilit(?<=vulnerabilit))"),
+    ("t1", r"b(?:u(?:ild\b(?<=\bFailed to build)(?<!\nERROR: Failed to build)"
+           r"|tion\b(?<=\bNo matching distribution)(?<!\nERROR: No matching distribution)))"),
+    ("t1", r"f(?:atal(?<!\wfatal): |ind a version\b(?<=\bCould not find a version)(?<!\nERROR: Could not find a version))"),
     ("t2", r"\n[ \t]*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
 ]
+# the plain forms of _INSTALL's rooted phrases, by tier (the same lines)
+_INSTALL_PHRASES_PLAIN = {0: r"vulnerabilit",
+                          1: r"\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b|\bCould(?<!\nERROR: Could) not find a version\b"
+                             r"|\bNo(?<!\nERROR: No) matching distribution\b"}
 _SEARCH = [
     ("t0", r"\nOn branch |\nHEAD detached |\nYour branch |\nChanges (?:to be committed|not staged for commit):"
            r"|\nUntracked files:|\nUnmerged paths:|\nnothing (?:added )?to commit|\nYou have unmerged"),
