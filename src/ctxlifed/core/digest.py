@@ -328,13 +328,16 @@ _BUILD = [
            r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n[ \t]*Finished |\n\d+ problems? \("),
     ("t0", r"\nwarning: [^\n]* generated \d+ warnings?"),
     # file:line[:col]: — the digits are taken possessively (what follows them is a colon or ": ", so
-    # giving digits back never helps), which also lets the family share them (see _join_branches)
-    ("t1c2", r":\d++(?::\d++)?+: (?:fatal )?error: "),
+    # giving digits back never helps), which also lets the family share them (see _join_branches); the
+    # column is a branch of its own, not an optional group (``:\d++(?::\d++)?+: ``): joined, the family reads
+    # ``:<digits>:`` once and then tells its members apart by their first character, where the optional
+    # column was tried again by each of them
+    ("t1c2", r":\d++: (?:fatal )?error: |:\d++:\d++: (?:fatal )?error: "),
     ("t1", r"\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
     ("t1n1", r"\nerror(?:\[E\d+\])?: "),
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
     ("t1", r":\d++:\d++: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
-    ("t2", r":\d++(?::\d++)?+: note: "),
+    ("t2", r":\d++: note: |:\d++:\d++: note: "),
     # phrases found anywhere in a line, each rooted at a letter it holds that is rare in build outputs, what
     # comes before that letter checked behind (see _BUILD_PHRASES_PLAIN): one search of "f" for four of them
     # and one of "T" for two, where each had a search (or a str.find) of its own
