@@ -62,9 +62,9 @@ Rules:
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
   cheaper gate every match holds; so are a build's and an install's rare phrases, several at a letter they all
-  hold (one search for them, where each took a search or a ``str.find``); a count that cannot reach its threshold (too few of the letters every match
-  holds, counted in C) is not made, and one that may is made on the first half of its sample first
-  (:func:`_reaches`); ``git status`` entries are counted in one pass. The
+  hold (one search for them, where each took a search or a ``str.find``); a count that cannot reach its
+  threshold (too few of the letters every match holds, counted in C) is not made, and one that may is made on
+  the first half of its sample first (:func:`_reaches`); ``git status`` entries are counted in one pass. The
   facts skip a pass that cannot reach its threshold, and start it on the line of the first character it
   needs (:func:`_files_by_first_colon`, :func:`_path_dirs`), and count one-character or empty groups, not
   new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches (tested against
