@@ -361,13 +361,14 @@ _INSTALL = [
     ("t0", r"b(?:ilit(?<=vulnerabilit))"),
     ("t1", r"b(?:u(?:ild\b(?<=\bFailed to build)(?<!\nERROR: Failed to build)"
            r"|tion\b(?<=\bNo matching distribution)(?<!\nERROR: No matching distribution)))"),
-    ("t1", r"f(?:atal(?<!\wfatal): |ind a version\b(?<=\bCould not find a version)(?<!\nERROR: Could not find a version))"),
+    ("t1", r"f(?:atal(?<!\wfatal): "
+           r"|ind a version\b(?<=\bCould not find a version)(?<!\nERROR: Could not find a version))"),
     ("t2", r"\n[ \t]*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
 ]
 # the plain forms of _INSTALL's rooted phrases, by tier (the same lines)
 _INSTALL_PHRASES_PLAIN = {0: r"vulnerabilit",
-                          1: r"\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b|\bCould(?<!\nERROR: Could) not find a version\b"
-                             r"|\bNo(?<!\nERROR: No) matching distribution\b"}
+                          1: r"\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b"
+                             r"|\bCould(?<!\nERROR: Could) not find a version\b|\bNo(?<!\nERROR: No) matching distribution\b"}
 _SEARCH = [
     ("t0", r"\nOn branch |\nHEAD detached |\nYour branch |\nChanges (?:to be committed|not staged for commit):"
            r"|\nUntracked files:|\nUnmerged paths:|\nnothing (?:added )?to commit|\nYou have unmerged"),
