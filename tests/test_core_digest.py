@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -552,11 +553,12 @@ def test_the_file_line_family_joined_finds_what_each_pattern_finds_alone(parts: 
 
     text = "\n" + "".join(parts)
     joined = next(sc for sc in D._PATTERNS["build"] if sc.rx.pattern.startswith(":"))
-    got = {(m.start(), m.lastgroup) for m in joined.rx.finditer(text)}
-    alone = {"u0": r":\d+(?::\d+)?: (?:fatal )?error: ", "u1": r":\d+:\d+: [A-Z]{1,4}\d{2,4}\b",
-             "u2": r":\d+(?::\d+)?: note: "}
-    want = {(m.start(), name) for name, rx in alone.items() for m in re.finditer(rx, text)}
-    assert got == want
+    alone = {(1, 2, True): r":\d+(?::\d+)?: (?:fatal )?error: ", (1, 0, False): r":\d+:\d+: [A-Z]{1,4}\d{2,4}\b",
+             (2, 0, False): r":\d+(?::\d+)?: note: "}
+    want = {(m.start(), info) for info, rx in alone.items() for m in re.finditer(rx, text)}
+    for twin in (False, True) if text.isascii() else (False,):
+        scan = msgspec.structs.replace(joined, rx=joined.arx) if twin else joined
+        assert {(m.start(), info) for m, info in D._finditer(scan, text)} == want
 
 
 def _warnings_one_by_one(nb: str) -> Counter[str]:
@@ -582,6 +584,21 @@ def test_the_warnings_are_counted_as_one_by_one(parts: list[str]) -> None:
     facts = D._facts("build", nb, Counter())
     want = _warnings_one_by_one(nb)
     assert facts == ([f"warnings: {sum(want.values())} ({D._top(want, 6)})"] if want else [])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "warning", "warning: ", ": warning", ": warning: ", "warning[E1]: ", "warning[]: ",
+                                 "warning TS12", " TS", "TS1", "warning T", ":", " ", "x", "é", "[", "]", "\nwarning"]),
+                max_size=20))
+def test_the_warning_forms_are_told_apart_as_by_the_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    plain = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )")
+    want = [(m.start(), D._WARN_PLAIN if m.group(1) else D._WARN_TS if m.group(2) else D._WARN_AT)
+            for m in plain.finditer(nb)]
+    for rx in (D._WARN_WORD_RE, D._WARN_WORD_ARE) if nb.isascii() else (D._WARN_WORD_RE,):
+        assert [(m.start(), m.group(1)) for m in rx.finditer(nb)] == want
 
 
 def test_git_status_entries_are_counted_by_label() -> None:
@@ -621,6 +638,54 @@ def test_install_phrases_after_error_are_not_found_twice_but_their_lines_are_the
         got.update(row for row, g in zip(D._rows(nb, offsets), groups if groups else [None] * len(offsets))
                    if scan.info.get(g, scan.info.get(None)) == (1, 0, False))
     assert got == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "x", "_", "é", "9", "f", "T", "S", "TS", "TS12", "error TS", "error TS1",
+                                 "xerror TS2", "fatal: ", "xfatal: ", "fatal", ": ", "undefined reference to",
+                                 "undefined reference tox", "xundefined reference to", "reference to", "file",
+                                 "No such file or directory", "xNo such file or directory", "such file or directory",
+                                 "command not found", "_command not found", "not found", "found",
+                                 "Traceback (most recent call last)", "Traceback", "(most recent call last)"]),
+                max_size=24))
+def test_build_phrases_rooted_at_a_letter_find_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    want = {nb.count("\n", 1, m.start() + 1) for m in re.finditer(D._BUILD_PHRASES_PLAIN, nb)}
+    rooted = [(tag, pat) for tag, pat in D._BUILD if pat.startswith(("f(?:", "T(?:"))]
+    assert len(rooted) == 2
+    scans = D._compile(rooted)
+    for twin in (False, True) if nb.isascii() else (False,):  # the ASCII twins too, on an ASCII text
+        got: set[int] = set()
+        for scan in scans:
+            got.update(D._rows(nb, [m.start() for m in (scan.arx if twin else scan.rx).finditer(nb)]))
+        assert got == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", "ERROR: ", "xERROR: ", " ", "x", "_", "é", "b", "f", "vulnerabilit",
+                                 "vulnerabilities", "bilit", "Failed to build", "xFailed to build", "Failed to buildx",
+                                 "build", "No matching distribution", "No matching distributions", "distribution",
+                                 "Could not find a version", "xCould not find a version", "find a version",
+                                 "fatal: ", "xfatal: ", "fatal", "\nERROR: Could not find a version",
+                                 "\nERROR: Failed to build", "\nERROR: No matching distribution"]), max_size=24))
+@example(["ERROR: ", "Could not find a version", " x"])
+def test_install_phrases_rooted_at_a_letter_find_the_lines_of_their_plain_form(parts: list[str]) -> None:
+    from ctxlifed.core import digest as D
+
+    nb = "\n" + "".join(parts)
+    want = {(tier, nb.count("\n", 1, m.start() + 1))
+            for tier, plain in D._INSTALL_PHRASES_PLAIN.items() for m in re.finditer(plain, nb)}
+    rooted = [(tag, pat) for tag, pat in D._INSTALL if pat.startswith(("b(?:", "f(?:"))]
+    assert len(rooted) == 3
+    scans = D._compile(rooted)
+    for twin in (False, True) if nb.isascii() else (False,):  # the ASCII twins too, on an ASCII text
+        got: set[tuple[int, int]] = set()
+        for scan in scans:
+            for m, info in D._finditer(msgspec.structs.replace(scan, rx=scan.arx) if twin else scan, nb):
+                got.add((info[0], nb.count("\n", 1, m.start() + 1)))
+        assert got == want
 
 
 @settings(max_examples=400, deadline=None)

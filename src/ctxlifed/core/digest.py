@@ -65,9 +65,10 @@ Rules:
   their line-start marks (:func:`_runners_marked`), and so are the kinds of output by theirs
   (:func:`_first_kind_marked`, test alone first); marks that share a literal inside them are rooted at it, what
   comes before checked behind (:func:`_rooted_at`), and searched only from the line of the first match of a
-  cheaper gate every match holds; a count that cannot reach its threshold (too few of the letters every match
-  holds, counted in C) is not made, and one that may is made on the first half of its sample first
-  (:func:`_reaches`); ``git status`` entries are counted in one pass. The
+  cheaper gate every match holds; so are a build's and an install's rare phrases, several at a letter they all
+  hold (one search for them, where each took a search or a ``str.find``); a count that cannot reach its
+  threshold (too few of the letters every match holds, counted in C) is not made, and one that may is made on
+  the first half of its sample first (:func:`_reaches`); ``git status`` entries are counted in one pass. The
   facts skip a pass that cannot reach its threshold, and start it on the line of the first character it
   needs (:func:`_files_by_first_colon`, :func:`_path_dirs`), and count one-character or empty groups, not
   new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches (tested against
@@ -403,25 +404,46 @@ _BUILD = [
            r"|\nSuccess: no issues|\n\[\*\] \d+ fixable|\nAll checks passed|\n[ \t]*Finished |\n\d+ problems? \("),
     ("t0", r"\nwarning: [^\n]* generated \d+ warnings?"),
     # file:line[:col]: — the digits are taken possessively (what follows them is a colon or ": ", so
-    # giving digits back never helps), which also lets the family share them (see _join_branches)
-    ("t1c2", r":\d++(?::\d++)?+: (?:fatal )?error: "),
-    ("t1", r"error TS\d+|\bundefined reference to\b|\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
+    # giving digits back never helps), which also lets the family share them (see _join_branches); the
+    # column is a branch of its own, not an optional group (``:\d++(?::\d++)?+: ``): joined, the family reads
+    # ``:<digits>:`` once and then tells its members apart by their first character, where the optional
+    # column was tried again by each of them
+    ("t1c2", r":\d++: (?:fatal )?error: |:\d++:\d++: (?:fatal )?error: "),
+    ("t1", r"\bld returned \d+ exit status|\n[ \t]+\d+:\d+\s+error\s"),
     ("t1n1", r"\nerror(?:\[E\d+\])?: "),
     ("t1n1", r"\n[A-Z]{1,4}\d{2,4} (?:\[\*\] )?[^\n]"),  # ruff/pylint code line, then its --> line
     ("t1", r":\d++:\d++: [A-Z]{1,4}\d{2,4}\b"),  # flake8/ruff concise: f.py:1:8: F401 ...
-    ("t2", r":\d++(?::\d++)?+: note: "),
-    ("t1", r"\bfatal: |Traceback \(most recent call last\)|\bcommand not found|\bNo such file or directory"),
+    ("t2", r":\d++: note: |:\d++:\d++: note: "),
+    # phrases found anywhere in a line, each rooted at a letter it holds that is rare in build outputs, what
+    # comes before that letter checked behind (see _BUILD_PHRASES_PLAIN): one search of "f" for four of them
+    # and one of "T" for two, where each had a search (or a str.find) of its own
+    ("t1", r"f(?:atal(?<!\wfatal): |i(?:ned reference to\b(?<=\bundefined reference to)"
+           r"|le or directory(?<=\bNo such file or directory))|ound(?<=\bcommand not found))"),
+    ("t1", r"T(?:S(?<=error TS)\d|raceback \(most recent call last\))"),
     ("t1", _PY_EXC),
 ]
+# the plain form of _BUILD's rooted phrases (the same lines)
+_BUILD_PHRASES_PLAIN = (r"error TS\d+|\bundefined reference to\b|\bfatal: |Traceback \(most recent call last\)"
+                        r"|\bcommand not found|\bNo such file or directory")
 _INSTALL = [
     ("t0", r"\nSuccessfully (?:installed|built|uninstalled) |\n(?:added|removed|changed|up to date)\b[^\n]*"
-           r"|vulnerabilit|\n(?:\d+ upgraded, \d+ newly installed)"),
+           r"|\n(?:\d+ upgraded, \d+ newly installed)"),
+    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: "),
     # the phrases are looked for anywhere in a line, except right after a line's "ERROR: ", where that line is
-    # tier 1 already (pip's own lines: a long list of them would be found twice)
-    ("t1", r"\nERROR: |\nnpm (?:ERR!|error) |\nerror: |\n[ \t]*× |\nE: |\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b"
-           r"|\bCould(?<!\nERROR: Could) not find a version\b|\bNo(?<!\nERROR: No) matching distribution\b"),
+    # tier 1 already (pip's own lines: a long list of them would be found twice); each is rooted at a letter
+    # it holds, what comes before that letter checked behind (as _BUILD's; see _INSTALL_PHRASES_PLAIN): one
+    # search of "b" for three of them and one of "f" for two, where each had a search of its own
+    ("t0", r"b(?:ilit(?<=vulnerabilit))"),
+    ("t1", r"b(?:u(?:ild\b(?<=\bFailed to build)(?<!\nERROR: Failed to build)"
+           r"|tion\b(?<=\bNo matching distribution)(?<!\nERROR: No matching distribution)))"),
+    ("t1", r"f(?:atal(?<!\wfatal): "
+           r"|ind a version\b(?<=\bCould not find a version)(?<!\nERROR: Could not find a version))"),
     ("t2", r"\n[ \t]*╰─> |\nWARNING: |\nnpm (?:WARN|warn) "),
 ]
+# the plain forms of _INSTALL's rooted phrases, by tier (the same lines)
+_INSTALL_PHRASES_PLAIN = {0: r"vulnerabilit",
+                          1: r"\bfatal: |\bFailed(?<!\nERROR: Failed) to build\b"
+                             r"|\bCould(?<!\nERROR: Could) not find a version\b|\bNo(?<!\nERROR: No) matching distribution\b"}
 _SEARCH = [
     ("t0", r"\nOn branch |\nHEAD detached |\nYour branch |\nChanges (?:to be committed|not staged for commit):"
            r"|\nUntracked files:|\nUnmerged paths:|\nnothing (?:added )?to commit|\nYou have unmerged"),
@@ -1171,10 +1193,12 @@ _PATTERNS = {
 # Warnings, in one pass found by the word: a line that starts with ``warning[...]: `` (plain), tsc's
 # ``warning TS<n>`` (plain), and ``: warning: `` (``at``), where the file:line ones are (counted by their flag
 # with _WARN_AT_RE, from the first of them on: most build outputs have none, and need no other pass).
-# findall gives each match as (":", "", "") (plain), ("", "T", "") (tsc) or ("", "", ":") (at), counted in C.
-_WARN_WORD_RE = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )")
+# Each form is told by the one character after what its branch takes (checked ahead there), the one group:
+# findall gives each match as ":" (plain), "T" (tsc) or " " (at), counted in C (a one-character string is not a
+# new object). The same matches as ``warning(?:(?<=\nwarning)(?:\[\w+\])?(:) | (T)S\d+|(?<=: warning)(:) )``.
+_WARN_WORD_RE = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(?=: )|(?= TS\d) |(?<=: warning):(?= ))(.)")
 _WARN_WORD_ARE = _ascii_twin(_WARN_WORD_RE)
-_WARN_PLAIN, _WARN_TS, _WARN_AT = (":", "", ""), ("", "T", ""), ("", "", ":")
+_WARN_PLAIN, _WARN_TS, _WARN_AT = ":", "T", " "
 # ``file:line[:col]: warning: `` and its flag: the last `` [-W...`` of the line when the line ends with "]"
 # ("" when not). The flag is read in a lookahead, so a second warning on the same line is still found.
 _WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=(?:[^\n]* (\[-W[^\n]*\])(?![^\n]))?)")
