@@ -1273,7 +1273,8 @@ def _fail_names_re(names: tuple[str, ...]) -> re.Pattern[str]:
     if not names:
         return _PY_TEST_FAIL_RE
     forms = [form for name in _RUNNER_NAMES if name in names for form in _FAIL_FORMS[name]]
-    return re.compile("\\n(?:" + "|".join(forms) + ")")
+    # one form: no group around it, so that the engine searches for its literal start
+    return re.compile("\\n" + forms[0] if len(forms) == 1 else "\\n(?:" + "|".join(forms) + ")")
 
 
 # ---------------------------------------------------------------- helpers
@@ -1331,7 +1332,9 @@ def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = (
     if kind == "test":
         # one alternative matches, its group is never empty and findall gives "" for the others: joining the
         # groups gives the id; a set, not a list (no n² membership tests on a long run)
-        fails = set(map("".join, _fail_names_re(runners).findall(nb)))
+        rx = _fail_names_re(runners)
+        found = rx.findall(nb)
+        fails = set(found) if rx.groups == 1 else set(map("".join, found))  # one group: findall gives the ids
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
