@@ -21,6 +21,21 @@ def test_both_views_skip_the_same_wrappers(wrapper: str) -> None:
     assert C.command_family(f"cd sub && {cmd} | tail -5") == "pytest"
 
 
+@pytest.mark.parametrize("wrapper", ["npx --no-install", "npx -y", "sudo -E", "env -i"])
+def test_both_views_skip_a_wrapper_s_options(wrapper: str) -> None:
+    cmd = f"{wrapper} tsc -p ."
+    assert C.is_build_command(cmd)
+    assert C.strip_wrappers(C.shell_tokens(cmd)) == ["tsc", "-p", "."]
+
+
+@pytest.mark.parametrize(("cmd", "is_test"), [
+    ("node --test", True), ("node --test tests/", True), ("node --experimental-test-coverage --test", True),
+    ("node --test-only x.js", False), ("node app.js --test", False), ("node app.js", False),
+])
+def test_node_s_own_test_runner_is_a_test_command(cmd: str, is_test: bool) -> None:
+    assert C.is_test_command(cmd) is is_test
+
+
 def test_nohup_is_skipped_by_the_token_view_only() -> None:
     """The one documented difference between the two views (module rules)."""
     assert C.strip_wrappers(C.shell_tokens("nohup pytest -q")) == ["pytest", "-q"]

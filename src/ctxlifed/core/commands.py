@@ -5,7 +5,8 @@ Rules:
   :func:`is_test_command`; other modules import them from here instead of keeping a copy.
 - A command is split into segments on ``&&``, ``||``, ``;``, ``|``, newlines and parentheses; a family
   matches when one segment *starts* with it, after optional wrappers (``VAR=x``, ``sudo``, ``env``,
-  ``time``, ``timeout N``, ``uv/poetry/pipenv/pdm/hatch/rye/pixi run``, ``npx``, ``python -m``,
+  ``time``, ``npx`` and their options such as ``npx --no-install``, ``timeout N``,
+  ``uv/poetry/pipenv/pdm/hatch/rye/pixi run``, ``python -m``,
   ``ctxlifectl run [--session S] --``: the opt-in PreToolUse wrapper, ``cli/run.py``) and a
   path prefix (``.venv/bin/pytest``). So ``cd x && uv run pytest -q`` is a test run, while
   ``pip install pytest`` or ``grep pytest setup.cfg`` is not.
@@ -67,7 +68,7 @@ _RUN_WRAPPERS = frozenset({"uv", "poetry", "pipenv", "pdm", "hatch", "rye", "pix
 # Skipped by :func:`strip_wrappers` only (a ``nohup pytest`` is not a test run for the family regexes).
 _TOKEN_ONLY_WRAPPERS = frozenset({"nohup"})
 _WRAPPERS = r"""
-    (?: (?:[A-Za-z_]\w*=\S*|""" + "|".join(sorted(_SIMPLE_WRAPPERS)) + r"""|timeout\s+(?:-\S+\s+)*\S+
+    (?: (?:[A-Za-z_]\w*=\S*|(?:""" + "|".join(sorted(_SIMPLE_WRAPPERS)) + r""")(?:\s+-\S+)*|timeout\s+(?:-\S+\s+)*\S+
           |(?:""" + "|".join(sorted(_RUN_WRAPPERS)) + r""")\s+run(?:\s+-\S+)*
           |(?:pnpm|yarn)\s+(?:exec|dlx)|\S*python[\d.]*(?:\s+-\S+)*?\s+-m
           |\S*ctxlifectl\s+run(?:\s+--session\s+\S+)?\s+--
@@ -83,7 +84,7 @@ TEST_COMMAND_RE = re.compile(
     r"^\s*" + _WRAPPERS + r"""
     (?: pytest | py\.test | unittest | nose2? | tox | nox | jest | vitest | mocha | ava | karma | rspec
       | phpunit | ctest | playwright\s+test | cypress\s+run
-      | (?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test(?::\S+)? | npm\s+t
+      | (?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test(?::\S+)? | npm\s+t | node(?:\s+-\S+)*?\s+--test
       | (?:go|cargo|deno|dotnet|mix|swift|zig|flutter|dart|bazel)\s+test
       | cargo\s+nextest
       | make\s+(?:-C\s+\S+\s+|-\S+\s+)*(?:test|check)[\w-]*
