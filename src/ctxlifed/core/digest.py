@@ -262,7 +262,8 @@ def output_kind(text: str, command: str | None = None) -> OutputKind:
 # Every pattern runs on "\n" + text. A pattern that starts with "\n" is anchored at a line start (a
 # literal first character lets the engine skip ahead); others are searched anywhere and widened to
 # their line. Group names: ``t<tier>`` or ``t<tier>n<k>`` (the k lines after the match's line join
-# the same tier) or ``t<tier>c<k>`` (the k lines after it join tier 2, as context).
+# the same tier) or ``t<tier>c<k>`` (the k lines after it join tier 2, as context); k is one digit.
+_MAX_FOLLOW = 9
 
 # A Python exception line: ``[pkg.]NameError[: message]``, i.e. the line's first word run (after an optional
 # dotted prefix) starts with a capital and ends in Error/Exception/Exit/Interrupt/Failure; the line does not
@@ -1567,11 +1568,13 @@ def digest(
         if _WORDY_RE.search(lines[i]):  # a head/tail line of only rules and pipes says nothing
             found[3].add(i)
     # each line in its best tier; blank lines and the indexes that follow/precede past the ends in none
-    every = sorted(set().union(*found))
-    lo, hi = bisect_left(every, 0), bisect_left(every, n)
-    inside = every[lo:hi]
-    drop = set(compress(inside, map(not_, map(str.strip, map(lines.__getitem__, inside)))))  # blank lines
-    drop.update(every[:lo], every[hi:])
+    every = set().union(*found)
+    # the indexes past the ends (a log's line before the first, the lines that follow the last): looked up,
+    # not found by sorting every index
+    outside = every.intersection((-1, *range(n, n + _MAX_FOLLOW + 1)))
+    every.difference_update(outside)
+    drop = set(compress(every, map(not_, map(str.strip, map(lines.__getitem__, every)))))  # blank lines
+    drop.update(outside)
     t0, t1, t2, t3 = found  # narrowed in place: no new sets
     t0.difference_update(drop)
     t1.difference_update(drop, t0)
