@@ -1124,6 +1124,7 @@ def _text_of_lines(*pieces: str) -> st.SearchStrategy[str]:
     return st.tuples(st.lists(line, max_size=8), st.booleans()).map(lambda t: "\n" + "\n".join(t[0]) + ("\n" if t[1] else ""))
 
 
+_PLAIN_PATH_LINE = r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)"  # the backtracking form the facts used
 _PATH_TEXTS = _text_of_lines("/", "/", "//", ".", "..", " ", "\t", "a", "bc", "é", "\u2003", "\x1c", ":")
 _AUTHOR_TEXTS = _text_of_lines("Author: ", "Author: ", " ", "  ", "\t", "\u2003", "bc", "é", "<", "x@y>", "\r", "\n")
 _GREP_TEXTS = _text_of_lines("a.py:1:", "b:23-", "c:٣:", "d: x", "e:", "a", " ", "\t", ":", ":", "1", "23", "٣", "-", "é",
@@ -1135,7 +1136,7 @@ _GREP_TEXTS = _text_of_lines("a.py:1:", "b:23-", "c:٣:", "d: x", "e:", "a", " "
 def test_path_lines_give_the_directories_the_backtracking_form_gives(nb: str) -> None:
     from ctxlifed.core import digest as D
 
-    assert D._PATH_LINE_RE.findall(nb) == re.findall(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)", nb)
+    assert D._PATH_LINE_RE.findall(nb) == re.findall(_PLAIN_PATH_LINE, nb)
 
 
 @settings(max_examples=500, deadline=None)
@@ -1143,7 +1144,7 @@ def test_path_lines_give_the_directories_the_backtracking_form_gives(nb: str) ->
 def test_path_lines_are_counted_as_a_pass_of_every_line_counts_them(nb: str) -> None:
     from ctxlifed.core import digest as D
 
-    plain = Counter(re.findall(r"\n(\.{0,2}/?[^\s/][^\n]*/)(?:[^\n/]+)/?(?=\n)", nb))
+    plain = Counter(re.findall(_PLAIN_PATH_LINE, nb))
     assert D._path_dirs(nb) == (plain if sum(plain.values()) >= 3 else Counter())
 
 
