@@ -8,7 +8,8 @@ Rules:
   in runs under a ``[LA-B]`` marker that gives their 1-based line numbers in the original, so the
   model can ``Read`` the file with ``offset=A`` and a ``limit``. Around them, lines written by ctxlifed
   are in square brackets: one header (kind, original size in lines and estimated tokens, what was kept,
-  counts such as warnings by flag or matches by file) and one footer (how to get all or part of it:
+  counts such as warnings by flag, matches by file or the failing tests named by the runners recognised,
+  see below) and one footer (how to get all or part of it:
   ``<ctl> recall --id <archive_id>`` and, when ``full_path`` is given, ``Read <full_path>``).
 - Kind of output (:func:`output_kind`): from the command first (test run, install, build/compile/lint/type
   check, diff, search/listing, log), then from the text (a runner's summary, ``file:line: error:``,
