@@ -20,3 +20,24 @@ ERROR_TEXTS: list[str] = [
     "\n".join(f"___ t{i} ___\nE   boom" for i in range(20_000)) + "\nFAILED a.py::t9 - x...",
     "Traceback (most recent call last)\n" * 20_000,
 ]
+
+# Shapes for the digest's patterns (core/digest.py): one long line of a pattern's first literal, where a match
+# tried at each occurrence that walks on to the line's end would go quadratic.
+DIGEST_TEXTS: list[str] = [
+    "::" * 50_000,
+    "x.c:1:2: warning: y [-Wa" * 5_000,
+    "x.c:1:2: warning: y" + " [-Wa" * 20_000,
+    "Error: " + "a/" * 30_000,
+    ": " * 60_000,
+    "error: " * 15_000,
+    "= " + "a b " * 30_000,
+    "=" * 2_000 + " " + "x, " * 30_000,
+    "warning " * 15_000,
+    "test x ... " * 10_000,
+    "\n\t" * 50_000,
+    "● " * 50_000,
+    "a.b." * 25_000 + "Error",
+    "FAILED " * 15_000,
+    ":1" * 50_000,
+    "TS" * 50_000,
+]

@@ -5,9 +5,10 @@ what they compute on the same inputs).
 
 Rows: redacting the 10 MB text of tests/test_core_redact.py (``ten_megabytes``: ordinary code with
 planted secrets, one non-ASCII character), CPU seconds; the error signature of each adversarial text of
-bench/_adversarial.py (long words, many lines: where a regex would go quadratic), CPU ms per text.
+bench/_adversarial.py (long words, many lines: where a regex would go quadratic), CPU ms per text; the digest
+of each of those texts and of the digest's own shapes (``DIGEST_TEXTS``), as every kind, CPU ms per text.
 CPU time (``time.process_time``) so a loaded machine does not inflate the figure with waiting.
-Targets: 10 MB redacted in <= 1 s of CPU (pro rata with --quick's 1 MB); every adversarial signature <= 100 ms of CPU.
+Targets: 10 MB redacted in <= 1 s of CPU (pro rata with --quick's 1 MB); every adversarial signature and digest <= 100 ms of CPU.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ def _cpu(fn: Any, *args: Any, **kw: Any) -> float:
 
 
 def run(quick: bool, log: Any = print) -> dict[str, Any]:
+    from ctxlifed.core.digest import KINDS, digest
     from ctxlifed.core.lessons import signature
     from ctxlifed.core.redact import redact
 
-    texts = runpy.run_path(str(ROOT / "bench" / "_adversarial.py"))["ERROR_TEXTS"]
+    adversarial = runpy.run_path(str(ROOT / "bench" / "_adversarial.py"))
+    texts = adversarial["ERROR_TEXTS"]
     text, _, _ = runpy.run_path(str(ROOT / "tests" / "test_core_redact.py"))["ten_megabytes"]()
     if quick:
         text = text[:1_000_000]
@@ -47,11 +50,22 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
         per_text.append(ms)
         if ms > worst_ms:
             worst_ms, worst_name = ms, t[:24].replace("\n", "\\n")
+    digest_ms, digest_worst = [], ("", "")
+    for t in texts + adversarial["DIGEST_TEXTS"]:
+        for kind in KINDS:
+            ms = min(_cpu(digest, t, kind=kind, archive_id=1) for _ in range(rounds)) * 1000
+            if not digest_ms or ms > max(digest_ms):
+                digest_worst = (kind, t[:24].replace("\n", "\\n"))
+            digest_ms.append(ms)
     size = f"{len(text) / 1e6:.0f} MB"
     rows = [
         [f"worstcase.redact {size}", dist(redact_s), "s CPU", f"{found} secrets redacted; N = rounds"],
         ["worstcase.signature adversarial", dist(per_text), "ms CPU", f"min of {rounds} per text; worst {worst_name!r}"],
+        ["worstcase.digest adversarial", dist(digest_ms), "ms CPU",
+         f"every kind; min of {rounds} per text; worst {digest_worst[0]} {digest_worst[1]!r}"],
     ]
     targets = [target(f"redact {size} (CPU, p50)", dist(redact_s)["p50"], round(len(text) / 10_000_000, 2), unit=" s"),
-               target("adversarial signature, worst text (CPU)", worst_ms, 100, unit=" ms")]
-    return {"rows": rows, "targets": targets, "data": {"redact_s": redact_s, "signature_ms": per_text}}
+               target("adversarial signature, worst text (CPU)", worst_ms, 100, unit=" ms"),
+               target("adversarial digest, worst text and kind (CPU)", max(digest_ms), 100, unit=" ms")]
+    return {"rows": rows, "targets": targets,
+            "data": {"redact_s": redact_s, "signature_ms": per_text, "digest_ms": digest_ms}}

@@ -574,6 +574,19 @@ def _warnings_one_by_one(nb: str) -> Counter[str]:
     return +warns
 
 
+def test_a_warning_whose_line_runs_on_past_what_is_read_is_counted_without_its_flag() -> None:
+    # the rest of a warning's line is read up to _WARN_REST characters: a line of thousands of warnings is not
+    # read once per warning; such a warning is counted, under "warning"
+    from ctxlifed.core import digest as D
+
+    long = "a.c:1:2: warning: " + "x" * D._WARN_REST + " [-Wlong]"
+    short = "b.c:3:4: warning: y [-Wshort]"
+    assert D._facts("build", "\n" + long + "\n" + short + "\n", Counter()) == \
+        ["warnings: 2 ([-Wshort] 1, warning 1)"]
+    many = "x.c:1:2: warning: y [-Wa" * 5000
+    assert D._facts("build", "\n" + many, Counter()) == ["warnings: 5000 (warning 5000)"]
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["\n", "a.c", ":", "12", "3", ": ", "warning", "warning: ", " [-W", "x]", "]", " [-Wy]",
                                  "\nwarning[E1]: ", " TS12", "1:2: ", "é", "٣", " "]), max_size=20))
@@ -1252,3 +1265,16 @@ def test_failing_test_ids_are_those_the_plain_form_names(nb: str) -> None:
     plain = (r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (\S+) \.\.\. FAILED|not ok \d+ - ([^\n]+)"
              r"|[ \t]*(?:--- FAIL: (\S+)|● ([^\n]+)))")
     assert D._PY_TEST_FAIL_RE.findall(nb) == re.findall(plain, nb)
+
+
+def test_the_adversarial_shapes_are_digested_within_the_bounds_as_every_kind() -> None:
+    # the shapes on which one of the digest's patterns went quadratic (bench/bench_worstcase.py times them):
+    # each is digested as every kind, and the digest stays within its bounds
+    import runpy
+
+    shapes = runpy.run_path(str(Path(__file__).resolve().parent.parent / "bench" / "_adversarial.py"))["DIGEST_TEXTS"]
+    for text in shapes:
+        for kind in KINDS:
+            d = digest(text, kind=kind, archive_id=1, budget_tokens=600, max_tokens=2000)
+            assert d.kind == kind and d.original_lines == text.count("\n") + (not text.endswith("\n"))
+            assert d.tokens <= 2000 + 600 + 400, (kind, text[:20])
