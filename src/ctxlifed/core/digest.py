@@ -90,7 +90,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, compress, islice, repeat
-from operator import add, and_, attrgetter, getitem, gt, le, not_, rshift, sub
+from operator import add, attrgetter, le, not_, rshift, sub
 from typing import Literal
 
 import msgspec
@@ -1201,13 +1201,14 @@ _PATTERNS = {
 _WARN_WORD_RE = re.compile(r"warning(?:(?<=\nwarning)(?:\[\w+\])?(?=: )|(?= TS\d) |(?<=: warning):(?= ))(.)")
 _WARN_WORD_ARE = _ascii_twin(_WARN_WORD_RE)
 _WARN_PLAIN, _WARN_TS, _WARN_AT = ":", "T", " "
-# ``file:line[:col]: warning: `` and the rest of its line, read possessively in a lookahead (a second warning on
-# the same line is still found, and no regex steps back through the line): its flag, the last `` [-W...`` of
-# the line when the line ends with "]", is cut out in C (``str.rfind``). At most _WARN_REST characters are read:
-# a warning whose line runs on past them is counted without its flag (else a long line of many warnings would
-# be read once per warning).
+# ``file:line[:col]: warning: `` and its flag (group 1, "" when none): the last `` [-W...`` of the line when the
+# line ends with "]", read in a lookahead (a second warning on the same line is still found). The line's end is
+# judged first, in one possessive walk of at most _WARN_REST characters: a line that does not end with "]"
+# (or runs on past them: its warnings are counted without a flag) is not stepped back through, and a long line
+# of many warnings is not read to its end once per warning.
 _WARN_REST = 2048
-_WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: (?=([^\n]{0,%d}+))" % _WARN_REST)
+_WARN_AT_RE = re.compile(r":\d++(?::\d++)?+: warning: "
+                         r"(?=(?:(?=[^\n]{0,%d}+(?<=\])(?![^\n]))[^\n]* (\[-W[^\n]*+))?)" % (_WARN_REST - 1))
 _WARN_AT_ARE = _ascii_twin(_WARN_AT_RE)
 # what a ``file:line`` match and a ``file:`` one hold at their line's first colon (see _files_by_first_colon)
 _GREP_NUM_RE = re.compile(r":\d++[:-]")
@@ -1217,11 +1218,12 @@ _GREP_FILE_RE = re.compile(r"\n([^\s:][^:\n]*+):\d+[:-]")
 _GREP_FILE_NOLINE_RE = re.compile(r"\n([^\s:][^:\n]*+):(?!\d)")
 # a path line: its directory (group 1) up to the slash before its last name, which may end with one "/"; that
 # slash is the one found first stepping back from the line's end (a fast step back to each "/") that a name
-# follows, on a line that ends with a newline and not with "//" (where no slash works): that is judged first,
-# once (a line that fails it is not stepped back through slash by slash, each time walking to its end).
+# follows, on a line that ends with a newline and not with "//" (where no slash works). The slash found is
+# kept (an atomic group): the line's end is the same for every slash, so a line that fails there is not
+# stepped back through slash by slash, each time walking to its end.
 # ``\.{0,2}`` before ``/?`` is not written: ``[^\s/]`` takes a leading "." too. Then the name is read as the
 # rest of the line (a fast walk).
-_PATH_LINE_RE = re.compile(r"\n(?=[^\n]*+(?<!//)\n)(/?+[^\s/][^\n]*/)(?=[^\n/])[^\n]*+")
+_PATH_LINE_RE = re.compile(r"\n(?>(/?+[^\s/][^\n]*/)(?=[^\n/]))[^\n]*+(?<!//)(?=\n)")
 _COMMIT_RE = re.compile(r"\n(?:commit [0-9a-f]{7,40}\b|[0-9a-f]{7,12} \S)")
 # ``Author: <name> <mail>``: the name is its first character and then up to its last non-blank one before "<"
 # or the line's end (what a lazy ``[^\n<]+?\s*<`` takes), walked once with no step back
@@ -1349,13 +1351,7 @@ def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = (
         forms = Counter(_pick(_WARN_WORD_RE, _WARN_WORD_ARE, nb).findall(nb))
         warns: Counter[str] = Counter()
         if forms[_WARN_AT]:  # file:line: warning: ...: gcc/clang name the flag at the end ("" for one without)
-            rests = _pick(_WARN_AT_RE, _WARN_AT_ARE, nb).findall(nb, nb.rfind("\n", 0, nb.find(": warning: ")))
-            cuts = list(map(str.rfind, rests, repeat(" [-W")))  # the flag: from the line's last " [-W", when
-            flagged = list(map(and_, map(and_, map(le, repeat(0), cuts), map(str.endswith, rests, repeat("]"))),
-                               map(gt, repeat(_WARN_REST), map(len, rests))))  # it ends with "]" (seen whole)
-            warns.update(map(getitem, compress(rests, flagged), map(slice, map(add, compress(cuts, flagged), repeat(1)),
-                                                                        repeat(None))))
-            warns[""] += len(rests) - sum(flagged)
+            warns.update(_pick(_WARN_AT_RE, _WARN_AT_ARE, nb).findall(nb, nb.rfind("\n", 0, nb.find(": warning: "))))
         if plain := warns.pop("", 0) + forms[_WARN_PLAIN] + forms[_WARN_TS]:
             warns["warning"] += plain
         if warns:
