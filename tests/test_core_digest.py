@@ -719,7 +719,7 @@ def test_the_pytest_summary_words_are_found_where_every_character_was_tried(part
 def _all_scans() -> list:
     from ctxlifed.core import digest as D
 
-    scans = [sc for kind in D._PATTERNS.values() for sc in kind] + [sc for kind in D._TEXT_SCANS.values() for sc in kind]
+    scans = [sc for kind in D._PATTERNS.values() for sc in kind]
     scans += [sc for marks, spec in D._RUNNER_SCANS.values() for sc in (*marks, *spec)]
     scans.append(D._line_start_marks(frozenset(range(len(D._RUNNER_NAMES)))))
     scans += [sc for loose in D._TEXT_LOOSE for sc in loose]

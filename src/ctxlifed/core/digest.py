@@ -283,7 +283,7 @@ _EXC_GATE = r"(?=[\w.]*+(?![^:\n])(?<=[rnte])" + _EXC_ENDS + ")"
 _PY_EXC = (r"\n[\w.](?<!\d)" + _EXC_GATE + r"(?:(?:\w*\.)++[A-Z]|(?<=[A-Z]))\w*+" + _EXC_ENDS
            + r"(?::[^\n]*)?(?=\n|$)")
 _PY_FRAME = r'\n[ \t]+File "[^"\n]+", line \d+'
-_WORD_START_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")  # a branch's leading ``\bword`` (not quantified)
+_LEADING_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")  # a branch's leading ``\bword`` (not quantified)
 
 
 def _word_rooted(alts: list[str], root: str) -> str:
@@ -293,7 +293,7 @@ def _word_rooted(alts: list[str], root: str) -> str:
     where each took a pass of its own. A match is on the line of the plain form's, from the same word."""
     rests = []
     for alt in alts:
-        lead = _WORD_START_RE.match(alt)
+        lead = _LEADING_WORD_RE.match(alt)
         assert lead is not None and root in lead.group(1), f"{alt} is not a word holding {root!r}"
         word = lead.group(1)
         k = word.index(root)
@@ -383,10 +383,10 @@ _RUNNERS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
 }
 # ``error: ``, ``panic: `` and ``fatal: `` (each a whole word) found in ONE pass from their ": ", the letter
-# before it checked first, the words behind it (the same lines as ``\berror: |\bpanic: |\bfatal: ``); rustc's
+# before it checked first, the words behind it (:func:`_colon_rooted`; the same lines as
+# ``\berror: |\bpanic: |\bfatal: ``); rustc's
 # ``error[E0308]: `` from its "error[" (the same lines as ``\berror\[\w+\]: ``)
-_TEST_ERROR_WORDS = (r": (?<=[rcl]: )(?:(?<=error: )(?<!\werror: )|(?<=panic: )(?<!\wpanic: )|(?<=fatal: )(?<!\wfatal: ))"
-                     r"|error\[(?<!\werror\[)\w+\]: ")
+_TEST_ERROR_WORDS = _colon_rooted(["error", "panic", "fatal"]) + r"|error\[(?<!\werror\[)\w+\]: "
 _TEST_COMMON = [
     ("t1", _PY_FRAME),
     ("t1", _TEST_ERROR_WORDS + r"|Traceback \(most recent call last\)"),
@@ -807,7 +807,6 @@ def _join_branches(branches: list[str], depth: int = 0) -> str:
 
 
 _WHOLE_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)\\b")
-_LEADING_WORD_RE = re.compile(r"\\b([A-Za-z_]\w*)(?![\w*+?{])")
 
 
 def _literal_at(rx: str, i: int, *, controls: bool = False) -> tuple[str, int] | None:
@@ -1040,7 +1039,6 @@ def _found(scans: list[_Scan], text: str) -> bool:
     return False
 
 
-_TEXT_SCANS = {"test": _compile(_TEXT_TEST), "build": _compile(_TEXT_BUILD), "install": _compile(_TEXT_INSTALL)}
 
 # The kinds recognised from the text by their marks, most important first (their index is their rank).
 _TEXT_KIND_SPECS = (_TEXT_TEST, _TEXT_INSTALL, _TEXT_BUILD)
@@ -1454,14 +1452,19 @@ def _cut_len(n: int) -> int:
     return n if n <= MAX_LINE_CHARS else MAX_LINE_CHARS + len(f"… [+{n - MAX_LINE_CHARS} chars]")
 
 
+def _shown_lens(lines: list[str], rows: list[int], cut: bool) -> list[int]:
+    """The lengths of the lines ``rows`` as shown: once cut (:func:`_cut_line`), for ``cut``."""
+    lens = list(map(len, map(lines.__getitem__, rows)))
+    if cut and lens and max(lens) > MAX_LINE_CHARS:
+        return [m if m <= MAX_LINE_CHARS else _cut_len(m) for m in lens]
+    return lens
+
+
 def _costs(lines: list[str], rows: list[int], exact: bool, cut: bool) -> list[int]:
     """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline.
     ``exact`` (an ASCII text): ``(len + 7) >> 2`` of the (cut) length, computed without a call per line."""
     if exact:
-        lens = list(map(len, map(lines.__getitem__, rows)))
-        if cut and lens and max(lens) > MAX_LINE_CHARS:
-            lens = [m if m <= MAX_LINE_CHARS else _cut_len(m) for m in lens]
-        return list(map(rshift, map(add, lens, repeat(7)), repeat(2)))
+        return list(map(rshift, map(add, _shown_lens(lines, rows, cut), repeat(7)), repeat(2)))
     return [estimate_tokens(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
 
 
@@ -1496,9 +1499,7 @@ def _fit(lines: list[str], rows: list[int], room: int, exact: bool, *, cut: bool
     if k == len(rows) or left < 2:
         return taken, room - left, len(rows) - k
     rest = rows[k + 1:]  # rows[k] did not fit
-    lens = list(map(len, map(lines.__getitem__, rest)))
-    if cut and lens and max(lens) > MAX_LINE_CHARS:
-        lens = [m if m <= MAX_LINE_CHARS else _cut_len(m) for m in lens]
+    lens = _shown_lens(lines, rest, cut)
     for j in compress(range(len(rest)), map(le, lens, repeat(4 * left - 4))):  # (len + 7) >> 2 <= left
         cost = (lens[j] + 7) >> 2 if exact else _costs(lines, [rest[j]], False, cut)[0]
         if cost <= left:
@@ -1564,7 +1565,7 @@ def digest(
         branches = set(groups)
         present = [(info, names) for info, names in scan.by_info if not names.isdisjoint(branches)]
         rows = _rows(nb, offsets)
-        if len(present) == 1:  # one kind every time (a long list of one kind)
+        if len(present) == 1:  # several branches, all of one kind (git status's section lines)
             _mark(found, rows, present[0][0], is_log)
             continue
         for info, names in present:
