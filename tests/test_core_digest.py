@@ -27,6 +27,12 @@ def corpus() -> list[tuple[str, dict, str]]:
     return [(m.stem, json.loads(m.read_text()), m.with_suffix(".txt").read_text()) for m in sorted(CORPUS.glob("*.json"))]
 
 
+def _rows_of(nb: str, offsets: list[int]) -> list[int]:
+    """The plain way: the line of each offset in ``nb`` ("\\n" + the text), a match that starts with the newline
+    before a line being on that line."""
+    return [nb.count("\n", 1, o + 1) for o in offsets]
+
+
 def test_corpus_is_there_and_labelled() -> None:
     cases = corpus()
     assert len(cases) >= 20
@@ -561,6 +567,68 @@ def test_the_file_line_family_joined_finds_what_each_pattern_finds_alone(parts: 
         assert {(m.start(), info) for m, info in D._finditer(scan, text)} == want
 
 
+_RUN_PIECES = ["a.py", ":", "12", "3", ": ", "error: ", "fatal ", "note: ", "F401", " x", "::", "1:2: ", "test_a",
+               " FAILED", " ERROR", " ... FAIL", " ... FAILED", "panicked at ", "error[E1]: ", "Traceback (most recent call last)",
+               "ld returned 1 exit status", "fatal: ", "undefined reference to", "No such file or directory", "command not found",
+               "error TS2", "Permission denied", "ERROR", "Error: ", "Exception", "FATAL", "CRITICAL", "WARNING", "warning: ",
+               "panic: ", "Segmentation fault", "vulnerabilit", "Failed to build", "Could not find a version", " ", "\t", "é"]
+
+
+def _scans_with_runs() -> list:
+    from ctxlifed.core import digest as D
+
+    scans = [sc for scs in D._PATTERNS.values() for sc in scs]
+    scans += [sc for _marks, scs in D._RUNNER_SCANS.values() for sc in scs]
+    return [sc for sc in scans if sc.run_names]
+
+
+def test_the_scans_not_at_a_line_start_have_run_forms() -> None:
+    from ctxlifed.core import digest as D
+
+    runs = _scans_with_runs()
+    assert any(sc.rx.pattern.startswith(":\\d++:") for sc in runs)  # the file:line family (mypy, gcc, ruff)
+    for sc in runs:
+        assert sc.rows_from == 1 and sc.run_rx is not None and sc.run_arx is not None
+    assert D._within_line(r":\d++: (?:fatal )?error: [^\n]*+(?=\n|$)(?<!x)[^\s:]\S")
+    for spelled in (r"a\sb", r"a[^x]b", r"a\nb", r"a[\W]", r"a\Db", r"(?s:a.b)", r"(a)\1", r"a[\x00-z]"):
+        assert not D._within_line(spelled), spelled
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_RUN_PIECES), max_size=6).map("".join), min_size=1, max_size=5),
+       st.lists(st.integers(0, 4), max_size=40), st.booleans())
+def test_run_forms_mark_the_lines_the_plain_scans_mark(lines: list[str], picks: list[int], final_newline: bool) -> None:
+    # a run form (one match for a list of lines one after another) puts the same lines in the same tiers as
+    # the plain scan, match by match; lines drawn again and again from a few make the runs
+    from ctxlifed.core import digest as D
+
+    text = "\n".join(lines[i % len(lines)] for i in picks) + ("\n" if final_newline else "")
+    nb = "\n" + text
+    for scan in _scans_with_runs():
+        plain = msgspec.structs.replace(scan, run_rx=None, run_arx=None, run_names=frozenset())
+        for is_log in (False, True):
+            want: tuple[set[int], ...] = (set(), set(), set(), set())
+            got: tuple[set[int], ...] = (set(), set(), set(), set())
+            D._mark_scan(plain, nb, want, is_log)
+            D._mark_scan(scan, nb, got, is_log)
+            assert got == want, scan.rx.pattern
+
+
+def test_a_long_error_list_is_one_match_of_the_run_form() -> None:
+    from ctxlifed.core import digest as D
+
+    errors = [f"src/m{i % 50}.py:{i}: error: Incompatible types in assignment [assignment]\n" for i in range(3000)]
+    text = "".join(errors) + "src/x.py:1: note: see above\n" + "".join(errors[:20])
+    nb = "\n" + text
+    scan = next(sc for sc in D._PATTERNS["build"] if sc.rx.pattern.startswith(":"))
+    offsets, groups, run_ends = D._where(scan, nb, with_groups=True)
+    assert len(offsets) == 3 and len(run_ends) == 2  # the errors, the note, the errors after it
+    found: tuple[set[int], ...] = (set(), set(), set(), set())
+    D._mark_scan(scan, nb, found, False)
+    assert found[1] == set(range(3000)) | set(range(3001, 3021))
+    assert found[2] - found[1] == {3000, 3021, 3022}  # the note, and the two lines after the last error (past the end: dropped later)
+
+
 def _warnings_one_by_one(nb: str) -> Counter[str]:
     """What the warning facts count, the plain way: each ``file:line[:col]: warning: `` match, its flag read
     from the rest of its line, and the plain and tsc forms counted by a pass each."""
@@ -647,8 +715,9 @@ def test_install_phrases_after_error_are_not_found_twice_but_their_lines_are_the
     want = {nb.count("\n", 1, m.start() + 1) for m in plain.finditer(nb)}
     got: set[int] = set()
     for scan in D._PATTERNS["install"]:
-        offsets, groups = D._where(scan, nb, True)
-        got.update(row for row, g in zip(D._rows(nb, offsets), groups if groups else [None] * len(offsets))
+        scan = msgspec.structs.replace(scan, run_rx=None, run_arx=None, run_names=frozenset())  # match by match
+        offsets, groups, _run_ends = D._where(scan, nb, True)
+        got.update(row for row, g in zip(D._scan_rows(scan, nb, offsets), groups if groups else [None] * len(offsets))
                    if scan.info.get(g, scan.info.get(None)) == (1, 0, False))
     assert got == want
 
@@ -672,7 +741,7 @@ def test_build_phrases_rooted_at_a_letter_find_the_lines_of_their_plain_form(par
     for twin in (False, True) if nb.isascii() else (False,):  # the ASCII twins too, on an ASCII text
         got: set[int] = set()
         for scan in scans:
-            got.update(D._rows(nb, [m.start() for m in (scan.arx if twin else scan.rx).finditer(nb)]))
+            got.update(_rows_of(nb, [m.start() for m in (scan.arx if twin else scan.rx).finditer(nb)]))
         assert got == want
 
 
@@ -789,7 +858,7 @@ def _counted_by_one_pass(scan, nb: str) -> tuple[dict[str, int], list[set[int]]]
     words.update(groups)
     for off, g in zip(offsets, groups):
         if scan.info[g] is not None:
-            D._mark(found, D._rows(nb, [off]), scan.info[g], True)
+            D._mark(found, _rows_of(nb, [off]), scan.info[g], True)
     return dict(words), [set(s) for s in found]
 
 
@@ -834,9 +903,10 @@ def _lines_marked(scans, nb: str) -> list[set[int]]:
 
     found: tuple[set[int], ...] = (set(), set(), set(), set())
     for scan in scans:
-        offsets, groups = D._where(scan, nb, with_groups=True)
+        scan = msgspec.structs.replace(scan, run_rx=None, run_arx=None, run_names=frozenset())  # match by match
+        offsets, groups, _run_ends = D._where(scan, nb, with_groups=True)
         for off, g in zip(offsets, groups):
-            D._mark(found, D._rows(nb, [off]), scan.info[g], False)
+            D._mark(found, _rows_of(nb, [off]), scan.info[g], False)
     return [set(t) for t in found]
 
 

@@ -89,7 +89,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, compress, islice, repeat
+from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, attrgetter, le, not_, rshift, sub
 from typing import Literal
 
@@ -543,6 +543,15 @@ class _Scan(msgspec.Struct, frozen=True):
     # pass that finds each word and the text of its matches there
     count_passes: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = ()
     match_text: dict[str, tuple[int, str]] = {}
+    # the run form of a scan not at a line start (see _run_form), its ASCII twin, and the names of its run
+    # groups (each in ``info`` with its branch's tier info); None when the scan has none
+    run_rx: re.Pattern[str] | None = None
+    run_arx: re.Pattern[str] | None = None
+    run_names: frozenset[str | None] = frozenset()
+    # where a match's row is counted from (see _rows): 0, every match starts with the newline before its line
+    # (the joined line-start scan); 1, no match holds a newline (:func:`_within_line`); 2, a match may start
+    # with one (it is then on the line after it)
+    rows_from: int = 2
 
 
 # A text that is all ASCII (``str.isascii`` is a flag, not a scan) is scanned by ASCII twins of the patterns:
@@ -602,13 +611,20 @@ def _pick(rx: re.Pattern[str], arx: re.Pattern[str] | None, text: str) -> re.Pat
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
-          needle: str = "") -> _Scan:
+          needle: str = "", runs: tuple[str, dict[str, tuple[int, int, bool]]] | None = None) -> _Scan:
+    """A scan of ``rx``; ``runs``: its run form and the infos of its run groups (:func:`_run_form`)."""
+    run_rx = re.compile(runs[0]) if runs is not None else None
+    if runs is not None:
+        info = {**info, **runs[1]}
     groups: dict[tuple[int, int, bool], set[str | None]] = {}
     for name, inf in info.items():
         if inf is not None:
             groups.setdefault(inf, set()).add(name)
     return _Scan(rx, info, tuple((inf, frozenset(names)) for inf, names in groups.items()),
-                 needle if len(needle) >= _MIN_NEEDLE else "", arx=_ascii_twin(rx))
+                 needle if len(needle) >= _MIN_NEEDLE else "", arx=_ascii_twin(rx), run_rx=run_rx,
+                 rows_from=1 if _within_line(rx.pattern) else 2,
+                 run_arx=_ascii_twin(run_rx) if run_rx is not None else None,
+                 run_names=frozenset(runs[1]) if runs is not None else frozenset())
 
 
 _QUANT_RE = re.compile(r"(\+|\*|\?|\{(\d*)(?:(,)(\d*))?\})(?![?+])")
@@ -884,6 +900,107 @@ def _common_needle(alts: Iterable[str]) -> str:
     return out
 
 
+def _class_within_line(cls: str) -> bool:
+    """Whether the class ``cls`` (``[...]``) cannot match a newline, judged on its spelling (conservatively)."""
+    body = cls[1:-1]
+    negated = body.startswith("^")
+    body = body[1:] if negated else body
+    newline = unsure = False
+    j = 0
+    while j < len(body):
+        if body[j] == "\\":
+            esc = body[j + 1: j + 2]
+            if esc in ("n", "s"):
+                newline = True
+            elif esc.isalnum() and esc not in "dwSt":  # \W, \D, \x0a, \u000a...
+                unsure = True
+            j += 2
+            continue
+        newline |= body[j] == "\n"
+        # a range from below "\n", or from an escape, may hold it
+        unsure |= body[j] == "-" and 0 < j < len(body) - 1 and (body[j - 1] <= "\n" or body[j - 2: j - 1] == "\\")
+        j += 1
+    return newline if negated else not (newline or unsure)
+
+
+def _within_line(alt: str) -> bool:
+    """True when no match of the regex ``alt`` can hold a newline, judged on its spelling (conservatively: an
+    escape or class that may match one, an inline flag or a back reference gives False). What lookarounds
+    read is not part of the match, and is not judged."""
+    i = 0
+    while i < len(alt):
+        if alt.startswith(_ZERO_WIDTH, i):
+            j = _group_end(alt, i)
+            if j < 0:
+                return False
+            i = j
+            continue
+        c = alt[i]
+        if c == "\\":
+            esc = alt[i + 1: i + 2]
+            if not esc or (esc.isalnum() and esc not in "dwSbBAZt"):  # \n, \s, \W, \D, \x.., \1...
+                return False
+            i += 2
+            continue
+        if c == "[":
+            n = _first_atom(alt[i:])
+            if n == 0 or not _class_within_line(alt[i: i + n]):
+                return False
+            i += n
+            continue
+        if c == "\n" or (c == "(" and alt.startswith("(?", i) and not alt.startswith(("(?:", "(?>", "(?P<"), i)):
+            return False
+        i += 1
+    return True
+
+
+# A scan not at a line start that finds a long list of lines one after another (a type checker's errors, a
+# linter's concise lines) gives a match per line, and each match costs far more in Python (a match object,
+# its line counted, its tier marked) than the engine's walk of the line. Its run form takes such a list as
+# one match: after a match of a branch whose tier info covers every other info of the scan (:func:`_covers`),
+# while the next line's first match (every match starts with one character, the first of the scan's literal
+# prefix) is of a branch of that info and of no other, it runs on to the end of that line; it ends in an
+# empty group of its own (``r<k>``) that names the run. No match of the scan holds a newline
+# (:func:`_within_line`), so the plain scan finds on each line of a run a match of that info, and whatever
+# else it finds there changes nothing (that info covers it). A lone match takes nothing more: it is the plain
+# match, with the same span and group. A line is walked with ``[^\n]``, the engine's fastest walk (a class of
+# two characters is tested per character, several times slower), and tested only at its first start character.
+def _covers(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> bool:
+    """Whether a line marked with the tier info ``a`` (tier, follow, as context; see :func:`_mark`) gets
+    everything that marking it with ``b`` too would give: a tier as good, the lines that follow it in a tier
+    as good, and (a log's error line, tier 1) the line before it."""
+    (ta, fa, ca), (tb, fb, cb) = a, b
+    follows = fb == 0 or (fb <= fa and (2 if ca else ta) <= (2 if cb else tb))
+    return ta <= tb and follows and (tb != 1 or ta == 1)
+
+
+def _run_form(members: list[tuple[str, tuple[int, int, bool], str | None]],
+              first_run: int) -> tuple[str, dict[str, tuple[int, int, bool]]] | None:
+    """The run form of a scan of the branches ``members`` (regex, tier info, its group name or None), in
+    their order, with the run groups named from ``r<first_run>`` on, and those names' infos; None when no
+    branch's info covers the others, a branch's match may hold a newline, or the branches do not all start
+    with one literal character."""
+    starts = {_literal_prefix(alt)[:1] for alt, _info, _name in members}
+    if len(starts) != 1 or "" in starts or not all(_within_line(alt) for alt, _info, _name in members):
+        return None
+    c = re.escape(starts.pop())
+    runs: dict[str, tuple[int, int, bool]] = {}
+    branches = []
+    for k, (alt, info, name) in enumerate(members, first_run):
+        branch = alt + (f"(?P<{name}>)" if name else "")
+        if all(_covers(info, inf) for _a, inf, _n in members):
+            same = "(?:" + _join_branches([a for a, inf, _n in members if inf == info]) + ")"
+            # at the next line's first start character, a branch of this info is the first that matches: no
+            # branch of another info that comes before one of this info matches there
+            last = max(j for j, (_a, inf, _n) in enumerate(members) if inf == info)
+            before = [a for a, inf, _n in members[:last] if inf != info]
+            unlike = f"(?!{_join_branches(before)})" if before else ""
+            branch += f"(?:[^\\n]*+(?:\\n[^\\n{c}]*+{unlike}{same}[^\\n]*+)++(?P<r{k}>))?+"
+            runs[f"r{k}"] = info
+        branches.append(branch)
+    return (_join_branches(branches), runs) if runs else None
+
+
 def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
     """The scans of a spec: ``(tag, pattern)`` pairs, the tag ``t<tier>[n|c<k>]`` (see above) or ``count``
     (whole words found and counted, that mark no line). Four shapes (see the comment above): the line-start
@@ -923,11 +1040,13 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
         names = {f"g{i}": info for i, (_b, info) in enumerate(branches)}
         rx = re.compile("\\n(?:" + _join_branches([f"{b}(?P<g{i}>)" for i, (b, _inf) in enumerate(branches)]) + ")")
         assert rx.groups == len(branches), "anchored patterns must use only non-capturing groups"
-        out.insert(0, _scan(rx, names))
+        out.insert(0, msgspec.structs.replace(_scan(rx, names), rows_from=0))
     n = 0
     for prefix, alts in loose.items():
         if len(alts) == 1 or not prefix:
-            out += [_scan(re.compile(alt), {None: info}, needle=_needle(alt)) for alt, info in alts]
+            out += [_scan(re.compile(alt), {None: info}, needle=_needle(alt), runs=_run_form([(alt, info, None)], n))
+                    for alt, info in alts]
+            n += len(alts)
             continue
         names: dict[str | None, tuple[int, int, bool] | None] = {}
         branches = []
@@ -935,7 +1054,9 @@ def _compile(spec: list[tuple[str, str]]) -> list[_Scan]:
             names[f"u{n}"] = info
             n += 1
             branches.append(f"{alt}(?P<u{n - 1}>)")
-        out.append(_scan(re.compile(_join_branches(branches)), names, needle=_common_needle(alt for alt, _i in alts)))
+        out.append(_scan(re.compile(_join_branches(branches)), names, needle=_common_needle(alt for alt, _i in alts),
+                         runs=_run_form([(alt, info, f"u{k}") for k, (alt, info) in enumerate(alts, n - len(alts))],
+                                        n - len(alts))))
     if words:
         # one word matches at a position (the \b after it), so their order does not matter
         rx = re.compile("(?:" + _join_branches([f"{w}(?<!\\w{w})\\b(?P<{w}>)" for w in words]) + ")")
@@ -957,19 +1078,25 @@ def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, 
 _MATCH_BATCH = 256  # matches alive at once: a long error list never holds thousands (they would set off the GC)
 
 
-def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str | None]]:
-    """The start offsets of ``scan``'s matches in ``nb`` and, ``with_groups``, the group each ended in."""
+def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str | None], list[int]]:
+    """The start offsets of ``scan``'s matches in ``nb`` (of its run form, when it has one) and, ``with_groups``
+    (always, for a run form), the group each ended in, and the end offsets of the runs (:func:`_run_form`)."""
     offsets: list[int] = []
     groups: list[str | None] = []
+    run_ends: list[int] = []
     start = nb.find(scan.needle) if scan.needle else 0
     if start < 0:
-        return offsets, groups
-    found = _pick(scan.rx, scan.arx, nb).finditer(nb, start)
+        return offsets, groups, run_ends
+    runs = scan.run_names
+    found = (_pick(scan.run_rx, scan.run_arx, nb) if runs else _pick(scan.rx, scan.arx, nb)).finditer(nb, start)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
-        if with_groups:
-            groups += map(_LASTGROUP, batch)
-    return offsets, groups
+        if with_groups or runs:
+            names = list(map(_LASTGROUP, batch))
+            groups += names
+            if runs and not runs.isdisjoint(names):
+                run_ends += map(_MATCH_END, compress(batch, map(runs.__contains__, names)))
+    return offsets, groups, run_ends
 
 
 def _word_passes(words: list[str]) -> tuple[list[re.Pattern[str]], dict[str, tuple[int, str]]]:
@@ -1028,7 +1155,7 @@ def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int
         matches = (arx if ascii_only else urx).finditer(nb)
         while batch := list(islice(matches, _MATCH_BATCH)):
             offsets += map(_MATCH_START, batch)
-        _mark(found, _rows(nb, offsets), info, is_log)
+        _mark(found, _rows(nb, offsets, 1), info, is_log)
 
 
 def _found(scans: list[_Scan], text: str) -> bool:
@@ -1426,14 +1553,33 @@ def _scan_window(text: str) -> tuple[str, int, int]:
 
 
 _MATCH_START = re.Match.start
+_MATCH_END = re.Match.end
 _LASTGROUP = attrgetter("lastgroup")
 
 
-def _rows(nb: str, offsets: list[int]) -> list[int]:
-    """The line indexes of ascending ``offsets`` in ``nb`` (``"\n"`` + the text): the line markers after the
-    first one up to each offset, counted from the previous offset on (the text is read once)."""
-    ends = list(map(add, offsets, repeat(1)))
-    return list(accumulate(map(nb.count, repeat("\n"), [1, *ends[:-1]], ends)))
+def _rows(nb: str, offsets: list[int], first: int) -> list[int]:
+    """The line indexes of ascending ``offsets`` in ``nb`` (``"\n"`` + the text): the newlines from ``first`` up
+    to each offset, counted from the previous offset on (the text is read once). ``first``: 0 for offsets of
+    the newline before a line (the one at ``nb[0]`` is counted), 1 for offsets in a line (not of a newline)."""
+    return list(accumulate(map(nb.count, repeat("\n"), [first, *offsets[:-1]], offsets)))
+
+
+def _scan_rows(scan: _Scan, nb: str, offsets: list[int]) -> list[int]:
+    """The rows of ``scan``'s match starts ``offsets`` (see ``_Scan.rows_from``)."""
+    return _rows(nb, offsets if scan.rows_from < 2 else list(map(add, offsets, repeat(1))), scan.rows_from & 1)
+
+
+def _run_rows(nb: str, offsets: list[int], groups: list[str | None], run_ends: list[int],
+              runs: frozenset[str | None]) -> tuple[list[int], list[tuple[str | None, int, int]]]:
+    """The rows of the matches at ``offsets`` (not at a line start) and, for each run among them
+    (:func:`_run_form`; ``run_ends`` their ends, in order), its group, first row and last row. The text is
+    read once: each run's last character is counted as a point of its own, right after the run's start."""
+    is_run = list(map(runs.__contains__, groups))
+    at = _rows(nb, sorted([*offsets, *map(sub, run_ends, repeat(1))]), 1)
+    places = list(map(add, range(len(offsets)), accumulate(is_run)))  # a match's start among the points
+    rows = list(map(at.__getitem__, map(sub, places, is_run)))
+    lasts = map(at.__getitem__, compress(places, is_run))
+    return rows, list(zip(compress(groups, is_run), compress(rows, is_run), lasts))
 
 
 def _mark(found: tuple[set[int], ...], rows: list[int], info: tuple[int, int, bool], is_log: bool) -> None:
@@ -1445,6 +1591,19 @@ def _mark(found: tuple[set[int], ...], rows: list[int], info: tuple[int, int, bo
         found[2 if as_ctx else t].update(map(add, rows, repeat(j)))
     if is_log and t == 1:
         found[2].update(map(sub, rows, repeat(1)))
+
+
+def _mark_runs(found: tuple[set[int], ...], runs: list[tuple[str | None, int, int]], info: tuple[int, int, bool],
+               is_log: bool) -> None:
+    """As :func:`_mark`, for the lines of each run ``(group, first row, last row)`` after its first (the first
+    is marked with the run's start): a range of rows each."""
+    t, follow, as_ctx = info
+    for _group, a, b in runs:
+        found[t].update(range(a + 1, b + 1))
+        if follow:
+            found[2 if as_ctx else t].update(range(a + 2, b + follow + 1))
+        if is_log and t == 1:
+            found[2].update(range(a, b))
 
 
 def _cut_len(n: int) -> int:
@@ -1510,6 +1669,34 @@ def _fit(lines: list[str], rows: list[int], room: int, exact: bool, *, cut: bool
     return taken, room - left, len(rows) - len(taken)
 
 
+def _mark_scan(scan: _Scan, nb: str, found: tuple[set[int], ...], is_log: bool) -> None:
+    """Put the lines of ``scan``'s matches in ``nb`` (and those that follow them) in their tiers ``found``."""
+    single = len(scan.by_info) == 1
+    offsets, groups, run_ends = _where(scan, nb, with_groups=not single)
+    if not offsets:
+        return
+    if run_ends:
+        rows, runs = _run_rows(nb, offsets, groups, run_ends, scan.run_names)
+        for info, names in scan.by_info:
+            _mark_runs(found, [run for run in runs if run[0] in names], info, is_log)
+    else:
+        rows = _scan_rows(scan, nb, offsets)
+    if single:
+        _mark(found, rows, scan.by_info[0][0], is_log)
+        return
+    if groups.count(groups[0]) == len(groups):  # one branch every time (a long list of one kind)
+        _mark(found, rows, scan.info[groups[0]], is_log)  # type: ignore[arg-type]
+        return
+    # the (tier, follow) kinds of match found: the lines of each are picked out only when there are several
+    branches = set(groups)
+    present = [(info, names) for info, names in scan.by_info if not names.isdisjoint(branches)]
+    if len(present) == 1:  # several branches, all of one kind (git status's section lines)
+        _mark(found, rows, present[0][0], is_log)
+        return
+    for info, names in present:
+        _mark(found, list(compress(rows, map(names.__contains__, groups))), info, is_log)
+
+
 # ---------------------------------------------------------------- the digest
 
 def digest(
@@ -1551,25 +1738,7 @@ def digest(
         if scan.words:
             _count_words(scan, nb, words, found, is_log)
             continue
-        single = len(scan.by_info) == 1
-        offsets, groups = _where(scan, nb, with_groups=not single)
-        if not offsets:
-            continue
-        if single:
-            _mark(found, _rows(nb, offsets), scan.by_info[0][0], is_log)
-            continue
-        if groups.count(groups[0]) == len(groups):  # one branch every time (a long list of one kind)
-            _mark(found, _rows(nb, offsets), scan.info[groups[0]], is_log)  # type: ignore[arg-type]
-            continue
-        # the (tier, follow) kinds of match found: the lines of each are picked out only when there are several
-        branches = set(groups)
-        present = [(info, names) for info, names in scan.by_info if not names.isdisjoint(branches)]
-        rows = _rows(nb, offsets)
-        if len(present) == 1:  # several branches, all of one kind (git status's section lines)
-            _mark(found, rows, present[0][0], is_log)
-            continue
-        for info, names in present:
-            _mark(found, list(compress(rows, map(names.__contains__, groups))), info, is_log)
+        _mark_scan(scan, nb, found, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
         found[0].add(last)
