@@ -1356,24 +1356,27 @@ _AUTHOR_RE = re.compile(r"\nAuthor: ([^\n<](?:[^\S\n]*+[^\s<]++)*+)\s*+<")
 STATUS_LABELS = ("new file", "modified", "deleted", "renamed", "both modified", "typechange")
 
 
-# a line that starts with a tab and then a non-blank character; the group: the first letter of its ``<label>``
-# when it is one (read in a lookahead: a one-character string is not a new object, a label would be). A label
-# starts with a letter, so only a line without one is tested for a blank
-_STATUS_ENTRY_RE = re.compile(r"\n\t(?:(?=(?:" + "|".join(map(re.escape, STATUS_LABELS))
-                              + r"):)(\w)|(?![\t \n\r\x0b\x0c]))")
-_STATUS_BY_LETTER = {label[0]: label for label in STATUS_LABELS}
-assert len(_STATUS_BY_LETTER) == len(STATUS_LABELS)  # the first letters tell the labels apart
+# git status entries: the lines that start with a tab and then a non-blank character (``\t<label>:`` or an
+# untracked path), found a run of them at a time (a git status lists each section's entries one after another:
+# a match is a section, not an entry, which cost more than the walk of its line); the group: the run after its
+# first tab
+_STATUS_ENTRY = r"(?![\t \n\r\x0b\x0c])[^\n]*+"
+_STATUS_RUN_RE = re.compile(r"\n\t(" + _STATUS_ENTRY + r"(?:\n\t" + _STATUS_ENTRY + r")*+)")
 
 
 def _status_entries(nb: str) -> Counter[str]:
     """``git status`` entries by label: the lines that start with a tab and then a non-blank character,
-    ``<label>:`` or an untracked path. One pass of a regex found by its literal "\n\t", each entry given as
-    its label's first letter (or "") and counted in C: a count per label and per blank took a pass of the
-    text each."""
-    found = Counter(_STATUS_ENTRY_RE.findall(nb))
-    other = found.pop("", 0)
-    items = Counter({label: found[c] for c, label in _STATUS_BY_LETTER.items() if found[c]})
-    if other > 0:
+    ``<label>:`` or an untracked path. The runs of them (:data:`_STATUS_RUN_RE`) are joined, each line after a
+    "\n\t", and counted in C: all of them by their newlines, each label by its "\n\t<label>:"."""
+    runs = _STATUS_RUN_RE.findall(nb)
+    items: Counter[str] = Counter()
+    if not runs:
+        return items
+    entries = "\n\t" + "\n\t".join(runs)
+    for label in STATUS_LABELS:
+        if found := entries.count(f"\n\t{label}:"):
+            items[label] = found
+    if (other := entries.count("\n") - sum(items.values())) > 0:
         items["untracked/other"] = other
     return items
 
