@@ -1091,11 +1091,13 @@ def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str
     found = (_pick(scan.run_rx, scan.run_arx, nb) if runs else _pick(scan.rx, scan.arx, nb)).finditer(nb, start)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
-        if with_groups or runs:
+        if runs:
             names = list(map(_LASTGROUP, batch))
             groups += names
-            if runs and not runs.isdisjoint(names):
+            if not runs.isdisjoint(names):
                 run_ends += map(_MATCH_END, compress(batch, map(runs.__contains__, names)))
+        elif with_groups:
+            groups += map(_LASTGROUP, batch)
     return offsets, groups, run_ends
 
 
