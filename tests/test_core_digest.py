@@ -574,6 +574,16 @@ _RUN_PIECES = ["a.py", ":", "12", "3", ": ", "error: ", "fatal ", "note: ", "F40
                "panic: ", "Segmentation fault", "vulnerabilit", "Failed to build", "Could not find a version", " ", "\t", "é"]
 
 
+def _best_tiers(found: tuple[set[int], ...]) -> list[set[int]]:
+    """Each line in the best tier it was put in (as digest() resolves them)."""
+    seen: set[int] = set()
+    out = []
+    for tier in found:
+        out.append(tier - seen)
+        seen |= tier
+    return out
+
+
 def _scans_with_runs() -> list:
     from ctxlifed.core import digest as D
 
@@ -598,7 +608,7 @@ def test_the_scans_not_at_a_line_start_have_run_forms() -> None:
 @given(st.lists(st.lists(st.sampled_from(_RUN_PIECES), max_size=6).map("".join), min_size=1, max_size=5),
        st.lists(st.integers(0, 4), max_size=40), st.booleans())
 def test_run_forms_mark_the_lines_the_plain_scans_mark(lines: list[str], picks: list[int], final_newline: bool) -> None:
-    # a run form (one match for a list of lines one after another) puts the same lines in the same tiers as
+    # a run form (one match for a list of lines one after another) puts each line in the same best tier as
     # the plain scan, match by match; lines drawn again and again from a few make the runs
     from ctxlifed.core import digest as D
 
@@ -611,7 +621,7 @@ def test_run_forms_mark_the_lines_the_plain_scans_mark(lines: list[str], picks: 
             got: tuple[set[int], ...] = (set(), set(), set(), set())
             D._mark_scan(plain, nb, want, is_log)
             D._mark_scan(scan, nb, got, is_log)
-            assert got == want, scan.rx.pattern
+            assert _best_tiers(got) == _best_tiers(want), scan.rx.pattern
 
 
 def test_a_long_error_list_is_one_match_of_the_run_form() -> None:
