@@ -1,7 +1,8 @@
 """Regenerate the digest corpus: real tool outputs made by running real tools on this machine.
 
     python bench/digest_corpus/make_corpus.py [case ...]      (all cases by default)
-    python bench/digest_corpus/make_corpus.py --relabel       (labels only, from the committed outputs)
+    python bench/digest_corpus/make_corpus.py --large [case ...]  (the large corpus, in large/)
+    python bench/digest_corpus/make_corpus.py --relabel       (labels only, from the committed outputs, large ones too)
 
 Each case writes ``<name>.txt`` (the output exactly as the tool printed it, stderr merged into stdout the
 way Claude Code's Bash tool merges them) and ``<name>.json``: the command, the kind of output, and the
@@ -12,6 +13,22 @@ with its file:line and the tool's totals; an install's final state and errors; a
 first matches and errors; a log's error lines and last line), independently of ``ctxlifed.core.digest``.
 Temporary projects are generated under a temp dir; paths in the outputs are rewritten to ``/tmp/proj``
 so the corpus is the same wherever it is regenerated.
+
+The large corpus (``large/<name>.txt`` + ``.json``, same sidecar format, :func:`large_cases`): real outputs
+of about 100 KB, what a tool prints when a run really is that big (a few hundred failing tests with their
+tracebacks, hundreds of compiler/linter/type errors over many files, thousands of changed files in
+``git status``, a long log), where the small corpus's outputs are cut at 60 KB or 30 KB and the benchmark
+repeats them to 100 KB. Each is made by the same generators with bigger parameters (or a bigger real tree:
+this repo, the venv's site-packages), run the same way (:func:`run`, :func:`scrub`), never repeated or
+concatenated, and labelled by the same rules as the small case of the same name. The tool prints at least
+``LARGE_CHARS`` (100 * 1024) characters; the output is cut at the last line end at or before that
+(:func:`cut`), so a file is ``LARGE_CHARS`` minus at most one line, and the tool's last line (often its
+summary) is cut off. A case whose tool is missing here, or prints less, is not written and says so. The
+parameters are tuned to print just over ``LARGE_CHARS`` here, so the cut takes little; the outputs of the
+repo's own history (git log, git diff, grep) are a snapshot of when they were made. ``LARGE_ON_REQUEST``
+cases (git log --stat, find) are written only when named, to keep the large corpus near 2 MB. No large
+case for pip/npm installs (no install here prints 100 KB), importtime, pip list (a few KB here) or the apt
+log (a machine's own log).
 """
 
 from __future__ import annotations
@@ -22,6 +39,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 from collections.abc import Callable
@@ -30,6 +48,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 MAX_CHARS = 60_000  # a case's output is cut (at a line end) past this, to keep the corpus small
+LARGE = HERE / "large"
+LARGE_CHARS = 100 * 1024  # a large case's output is at least this long, cut (at a line end) past it
+# Large cases written only when named: shapes the default ones already have (git log; a listing), left out to
+# keep the large corpus near 2 MB.
+LARGE_ON_REQUEST = {"git_log_stat", "find_py"}
 CUT_30K = {"grep_r", "find_py", "git_diff_range", "git_log", "tail_term_log"}  # cut at 30,000 characters
 TOOLS_VENV = Path(os.environ.get("DIGEST_TOOLS_VENV", "/tmp/digest-tools-venv"))
 
@@ -71,7 +94,9 @@ def last_nonblank(text: str) -> list[str]:
 
 # ---------------------------------------------------------------- generated projects
 
-def py_project(root: Path, n_tests: int = 400) -> None:
+def py_project(root: Path, n_tests: int = 400, n_failing: int = 0) -> None:
+    """``n_tests`` passing tests and 7 failing ones; ``n_failing`` more failing ones (half an assertion, half an
+    exception raised two frames down, in calc.py)."""
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text(textwrap.dedent("""\
         def add(a, b):
@@ -92,14 +117,25 @@ def py_project(root: Path, n_tests: int = 400) -> None:
     body.append("def test_parse_bad():\n    parse('a=1,b')\n")
     body.append("def test_list_long():\n    assert [add(i, 0) for i in range(30)] == list(range(29)) + [99]\n")
     body.append("@pytest.mark.parametrize('s', ['x=1', 'y=z'])\ndef test_parse_values(s):\n    assert parse(s)\n")
+    if n_failing:
+        body.append(f"@pytest.mark.parametrize('i', range({n_failing - n_failing // 2}))")
+        body.append("def test_add_off_by_one(i):\n    assert add(i, 1) == i + 2\n")
+        body.append(f"@pytest.mark.parametrize('s', [f'key{{i}}' for i in range({n_failing // 2})])")
+        body.append("def test_parse_pairs(s):\n    assert parse(s) == {s: 1}\n")
     (root / "tests" / "test_calc.py").write_text("\n".join(body) + "\n")
 
 
-def unittest_project(root: Path) -> None:
+def unittest_project(root: Path, n_tests: int = 250, n_failing: int = 0) -> None:
+    """``n_tests`` passing tests and 4 failing ones; ``n_failing`` more (an assertion, or a KeyError every third)."""
     root.mkdir(parents=True, exist_ok=True)
     src = ["import unittest", "", "class TestNumbers(unittest.TestCase):"]
-    for i in range(250):
+    for i in range(n_tests):
         src.append(f"    def test_n{i:03d}(self):\n        self.assertEqual({i} * 2, {i} + {i})")
+    for i in range(n_failing):
+        if i % 3 == 2:
+            src.append(f"    def test_lookup{i:03d}(self):\n        d = {{'k{i}': {i}}}\n        self.assertEqual(d['k{i + 1}'], {i})")
+        else:
+            src.append(f"    def test_double{i:03d}(self):\n        self.assertEqual({i} * 2, {i} + {i} + 1)")
     src.append("    def test_bad_sum(self):\n        self.assertEqual(sum([1, 2, 3]), 7)")
     src.append("    def test_key(self):\n        d = {'a': 1}\n        self.assertIn('b', d)")
     src.append("    def test_raise(self):\n        int('twelve')")
@@ -108,18 +144,26 @@ def unittest_project(root: Path) -> None:
     (root / "test_numbers.py").write_text("\n".join(src) + "\n")
 
 
-def node_project(root: Path) -> None:
+def node_project(root: Path, n_tests: int = 150, n_failing: int = 0) -> None:
+    """``n_tests`` passing tests and 3 failing ones; ``n_failing`` more (strictEqual, or a TypeError every third)."""
     root.mkdir(parents=True, exist_ok=True)
     src = ["const test = require('node:test');", "const assert = require('node:assert');", ""]
-    for i in range(150):
+    for i in range(n_tests):
         src.append(f"test('adds {i}', () => {{ assert.strictEqual({i} + 1, {i + 1}); }});")
+    for i in range(n_failing):
+        if i % 3 == 2:
+            src.append(f"test('reads field {i}', () => {{ const o = null; return o.field{i}; }});")
+        else:
+            src.append(f"test('off by one {i}', () => {{ assert.strictEqual({i} + 1, {i + 2}); }});")
     src.append("test('parses config', () => { assert.deepStrictEqual({a: 1, b: [1, 2]}, {a: 1, b: [1, 3]}); });")
     src.append("test('throws on empty', () => { JSON.parse(''); });")
     src.append("test('strict equal', () => { assert.strictEqual('left', 'right'); });")
     (root / "calc.test.js").write_text("\n".join(src) + "\n")
 
 
-def cargo_project(root: Path, broken: bool) -> None:
+def cargo_project(root: Path, broken: bool, n_tests: int = 200, n_failing: int = 0) -> None:
+    """A library crate: broken, 3 errors and 41 warnings plus ``n_failing`` type errors; else ``n_tests``
+    passing tests and 3 failing ones plus ``n_failing`` more (assert_eq!, or an unwrap on Err every third)."""
     (root / "src").mkdir(parents=True)
     (root / "Cargo.toml").write_text('[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n')
     if broken:
@@ -139,9 +183,14 @@ def cargo_project(root: Path, broken: bool) -> None:
             }
             """)
         lib += "".join(f"pub fn helper{i}() {{ let unused{i} = {i}; }}\n" for i in range(40))
+        lib += "".join(f"pub fn label{i}(n: usize) -> String {{\n    let v: u{8 << i % 3} = n;\n    v\n}}\n"
+                       for i in range(n_failing))
     else:
         lib = "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n"
-        lib += "".join(f"    #[test]\n    fn adds_{i}() {{ assert_eq!(add({i}, 1), {i + 1}); }}\n" for i in range(200))
+        lib += "".join(f"    #[test]\n    fn adds_{i}() {{ assert_eq!(add({i}, 1), {i + 1}); }}\n" for i in range(n_tests))
+        lib += "".join(f"    #[test]\n    fn parses_{i}() {{ let _n: i32 = \"x{i}\".parse().unwrap(); }}\n" if i % 3 == 2 else
+                       f"    #[test]\n    fn off_by_one_{i}() {{ assert_eq!(add({i}, 1), {i + 2}); }}\n"
+                       for i in range(n_failing))
         lib += "    #[test]\n    fn adds_wrong() { assert_eq!(add(2, 2), 5); }\n"
         lib += "    #[test]\n    fn panics_on_parse() { let _n: i32 = \"x\".parse().unwrap(); }\n"
         lib += "    #[test]\n    fn checks_flag() { assert!(add(1, 1) > 5, \"sum too small: {}\", add(1, 1)); }\n}\n"
@@ -165,21 +214,25 @@ int main(void) {
 """
 
 
-def c_project(root: Path) -> None:
+def c_project(root: Path, n_bad: int = 0) -> None:
+    """12 files that compile with warnings and bad.c; ``n_bad`` more files with errors (C_BAD, renamed)."""
     root.mkdir(parents=True, exist_ok=True)
     for i in range(12):
         (root / f"ok{i}.c").write_text(
             f"#include <stdio.h>\nint f{i}(int x) {{ int unused{i}; return x * {i}; }}\n"
             f"int g{i}(void) {{ long y = 0; printf(\"%d\\n\", y); return 0; }}\n")
     (root / "bad.c").write_text(C_BAD)
-    objs = " ".join(f"ok{i}.o" for i in range(12)) + " bad.o"
+    for i in range(n_bad):
+        (root / f"bad{i:03d}.c").write_text(C_BAD.replace("helper", f"helper{i}").replace("undeclared_name",
+                                                                                      f"undeclared_{i}"))
+    objs = " ".join(f"ok{i}.o" for i in range(12)) + " bad.o" + "".join(f" bad{i:03d}.o" for i in range(n_bad))
     (root / "Makefile").write_text(f"CFLAGS=-Wall -Wextra -O0\nall: app\napp: {objs}\n\t$(CC) -o $@ $^\n"
                                    "%.o: %.c\n\t$(CC) $(CFLAGS) -c $< -o $@\n")
 
 
-def lint_project(root: Path) -> None:
+def lint_project(root: Path, n_files: int = 8) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    for i in range(8):
+    for i in range(n_files):
         (root / f"mod{i}.py").write_text(textwrap.dedent(f"""\
             import os
             import sys, json
@@ -207,11 +260,11 @@ def lint_project(root: Path) -> None:
             """))
 
 
-def ts_project(root: Path) -> None:
+def ts_project(root: Path, n_files: int = 6) -> None:
     (root / "src").mkdir(parents=True)
     (root / "tsconfig.json").write_text('{"compilerOptions": {"strict": true, "noEmit": true, "target": "es2020"},'
                                         ' "include": ["src"]}\n')
-    for i in range(6):
+    for i in range(n_files):
         (root / "src" / f"m{i}.ts").write_text(textwrap.dedent(f"""\
             export function add{i}(a: number, b: number): number {{ return a + b; }}
             const s{i}: string = add{i}(1, 2);
@@ -221,14 +274,17 @@ def ts_project(root: Path) -> None:
             """))
 
 
-def log_app(root: Path) -> None:
+def log_app(root: Path, n_jobs: int = 600) -> None:
+    """A worker's log of ``n_jobs`` jobs: a warning, a logged exception and an error in the first 600, then a
+    timeout error every 450th job."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "app.py").write_text(textwrap.dedent("""\
+    (root / "app.py").write_text(textwrap.dedent(f"""\
         import logging, sys
         logging.basicConfig(stream=sys.stdout, level=logging.DEBUG,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="2026-12-01 20:00:00")
         log = logging.getLogger("worker")
-        for i in range(600):
+        failed = 2
+        for i in range({n_jobs}):
             if i % 7 == 0:
                 log.debug("poll queue=%d depth=%d", i, i % 13)
             log.info("processed job %d in %d ms", i, 10 + i % 17)
@@ -236,26 +292,29 @@ def log_app(root: Path) -> None:
                 log.warning("slow job %d: retrying", i)
             if i == 388:
                 try:
-                    {}["missing"]
+                    {{}}["missing"]
                 except KeyError:
                     log.exception("job %d failed", i)
             if i == 502:
                 log.error("connection reset by peer while sending job %d", i)
-        log.info("worker stopped: 600 jobs, 2 failed")
+            if i > 600 and i % 450 == 0:
+                failed += 1
+                log.error("job %d timed out after 30000 ms", i)
+        log.info("worker stopped: %d jobs, %d failed", {n_jobs}, failed)
         """))
 
 
-def crash_script(root: Path) -> None:
+def crash_script(root: Path, n_rows: int = 700) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "migrate.py").write_text(textwrap.dedent("""\
         import json
-        rows = [{"id": i, "name": f"row{i}", "value": i * 3} for i in range(700)]
+        rows = [{"id": i, "name": f"row{i}", "value": i * 3} for i in range(N_ROWS)]
         for r in rows:
             print(f"migrating row {r['id']:4d} name={r['name']:<8} value={r['value']}")
         def check(r):
             return json.loads(r["name"])
         check(rows[-1])
-        """))
+        """.replace("N_ROWS", str(n_rows))))
 
 
 # ---------------------------------------------------------------- labels
@@ -405,13 +464,51 @@ def cases(tmp: Path) -> list[tuple[str, str, str, Path, Callable[[Path], None] |
     ]
 
 
-def prepare_special(name: str, cwd: Path) -> None:
+def large_cases(tmp: Path) -> list[tuple[str, str, str, Path, Callable[[Path], None] | None, Callable[[str], list[str]]]]:
+    """The large corpus: each tool made to print at least LARGE_CHARS itself (bigger generated projects, a
+    bigger real tree), labelled by the same rules as the small case of the same name."""
+    py = sys.executable
+    ruff = tools_bin("ruff") or "ruff"
+    mypy = tools_bin("mypy") or "mypy"
+    site = Path(sysconfig.get_paths()["purelib"])
+    return [
+        ("pytest_verbose_failures", "test", f"{py} -m pytest -v -p no:cacheprovider tests", tmp / "pyv",
+         lambda p: py_project(p, 300, 84), label_pytest),
+        ("pytest_default_failures", "test", f"{py} -m pytest -p no:cacheprovider tests", tmp / "pyd",
+         lambda p: py_project(p, 400, 138), label_pytest),
+        ("unittest_verbose", "test", f"{py} -m unittest -v test_numbers", tmp / "ut",
+         lambda p: unittest_project(p, 250, 195), label_unittest),
+        ("node_test", "test", "node --test", tmp / "nodet", lambda p: node_project(p, 150, 118), label_node),
+        ("cargo_test", "test", "cargo test --offline", tmp / "cargot", lambda p: cargo_project(p, False, 200, 67),
+         label_cargo_test),
+        ("cargo_build_errors", "build", "cargo build --offline", tmp / "cargob",
+         lambda p: cargo_project(p, True, n_failing=123), label_cargo_build),
+        ("make_gcc_errors", "build", "make -k", tmp / "cproj", lambda p: c_project(p, 58), label_gcc),
+        ("ruff_check", "build", f"{ruff} check --no-cache .", tmp / "lint", lambda p: lint_project(p, 53), label_ruff),
+        ("mypy_errors", "build", f"{mypy} --no-incremental --cache-dir=/dev/null .", tmp / "lintm",
+         lambda p: lint_project(p, 635), label_mypy),
+        ("tsc_errors", "build", "npx --no-install tsc -p .", tmp / "tsproj", None, label_tsc),
+        ("git_log", "search", "git log -n 300", REPO, None, label_first(5)),
+        ("git_log_stat", "search", "git log --stat -n 240", REPO, None, label_first(5)),
+        ("git_status_untracked", "search", "git status", tmp / "gitst", None, label_git_status),
+        ("git_diff_range", "diff", "git diff HEAD~40 HEAD -- src", REPO, None, label_git_diff),
+        ("grep_r", "search", "grep -rn 'def ' src", REPO, None, label_first(5)),
+        ("find_py", "search", "find . -type f -name '*.py*' -not -path './.git/*'", REPO, None, label_first(5)),
+        ("ls_laR", "search", "ls -laR .", site, None, label_first(5)),
+        ("app_log", "log", f"{py} app.py", tmp / "logapp", lambda p: log_app(p, 1489), label_log),
+        ("python_crash", "other", f"{py} migrate.py", tmp / "crash", lambda p: crash_script(p, 2318), label_crash),
+    ]
+
+
+def prepare_special(name: str, cwd: Path, large: bool = False) -> None:
     if name == "tsc_errors":
-        ts_project(cwd)
+        ts_project(cwd, 238 if large else 6)
         run("npm install --no-audit --no-fund typescript", cwd)
     elif name == "npm_install_bad_version":
         cwd.mkdir(parents=True, exist_ok=True)
         (cwd / "package.json").write_text('{"name": "npmbad", "version": "1.0.0"}\n')
+    elif name == "git_status_untracked" and large:
+        prepare_big_status(cwd)
     elif name == "git_status_untracked":
         cwd.mkdir(parents=True, exist_ok=True)
         run("git init -q -b main . && git config user.email t@example.invalid && git config user.name t", cwd)
@@ -426,6 +523,26 @@ def prepare_special(name: str, cwd: Path) -> None:
         run("git add f0.txt f1.txt", cwd)
 
 
+def prepare_big_status(cwd: Path, dirs: int = 20, per_dir: int = 124) -> None:
+    """A repo of ``dirs * per_dir`` committed files: most modified, some staged, some deleted, and untracked
+    files beside them (listed one by one: their directories are tracked)."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    run("git init -q -b main . && git config user.email t@example.invalid && git config user.name t", cwd)
+    files = [cwd / "src" / f"module_{d:02d}" / f"file_{i:03d}.py" for d in range(dirs) for i in range(per_dir)]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("a = 1\n")
+    run("git add . && git commit -qm init", cwd)
+    for n, f in enumerate(files):
+        if n % 20 == 7:
+            f.unlink()
+        elif n % 10 != 9:
+            f.write_text("a = 2\n")
+        if n % 5 == 3:
+            f.with_name(f"new_{f.name}").write_text("b = 1\n")
+    run("git add " + " ".join(str(f.relative_to(cwd)) for n, f in enumerate(files) if n % 7 == 1), cwd)
+
+
 def scrub(text: str, tmp: Path) -> str:
     text = text.replace(str(tmp), "/tmp/proj").replace(str(REPO), "/repo").replace(str(TOOLS_VENV), "/tmp/tools")
     text = text.replace(sys.prefix, "/venv").replace(os.path.expanduser("~"), "/home/dev")
@@ -437,20 +554,47 @@ def scrub(text: str, tmp: Path) -> str:
 
 
 def relabel() -> int:
-    """Recompute every sidecar's ``must_keep`` from its committed ``.txt`` (no tool is run)."""
+    """Recompute every sidecar's ``must_keep`` from its committed ``.txt`` (no tool is run), large ones too."""
     with tempfile.TemporaryDirectory(prefix="dcorp") as t:
         labels = {name: label for name, _k, _c, _w, _s, label in cases(Path(t))}
     labels["pip_install_tools"] = label_pip
-    for meta_path in sorted(HERE.glob("*.json")):
+    for meta_path in sorted([*HERE.glob("*.json"), *LARGE.glob("*.json")]):
         meta = json.loads(meta_path.read_text())
         out = meta_path.with_suffix(".txt").read_text()
-        write(meta_path.stem, meta["kind"], meta["command"], out, labels[meta_path.stem](out))
+        write(meta_path.stem, meta["kind"], meta["command"], out, labels[meta_path.stem](out), meta_path.parent)
+    return 0
+
+
+def make_large(want: set[str]) -> int:
+    """Write the large corpus (``LARGE``); a case whose tool is missing, or prints less than LARGE_CHARS,
+    is not written and says so."""
+    LARGE.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dcorpl") as t:
+        tmp = Path(t)
+        if not want or {"ruff_check", "mypy_errors"} & want:
+            ensure_tools_venv()
+        for name, kind, cmd, cwd, setup, label in large_cases(tmp):
+            if name not in want and (want or name in LARGE_ON_REQUEST):
+                continue
+            if setup is not None:
+                setup(cwd)
+            else:
+                prepare_special(name, cwd, large=True)
+            full = scrub(run(cmd, cwd, timeout=900), tmp)
+            if len(full) < LARGE_CHARS:
+                print(f"{name:28} skipped: the tool printed {len(full):,} characters (< {LARGE_CHARS:,})")
+                continue
+            out = cut(full, LARGE_CHARS)
+            write(name, kind, scrub(cmd, tmp), out, label(out), LARGE)
+            print(f"{'':28} the tool printed {len(full):,} characters")
     return 0
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--relabel"]:
         return relabel()
+    if argv[:1] == ["--large"]:
+        return make_large(set(argv[1:]))
     want = set(argv)
     with tempfile.TemporaryDirectory(prefix="dcorp") as t:
         tmp = Path(t)
@@ -474,10 +618,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def write(name: str, kind: str, cmd: str, out: str, keep: list[str]) -> None:
-    (HERE / f"{name}.txt").write_text(out)
+def write(name: str, kind: str, cmd: str, out: str, keep: list[str], where: Path = HERE) -> None:
+    (where / f"{name}.txt").write_text(out)
     meta = {"command": cmd, "kind": kind, "tool": "Bash", "must_keep": keep}
-    (HERE / f"{name}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    (where / f"{name}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     print(f"{name:28} {kind:8} {len(out):7} chars {out.count(chr(10)):5} lines {len(keep):4} must-keep")
 
 
