@@ -1626,10 +1626,14 @@ def _shown_lens(lines: list[str], rows: list[int], cut: bool) -> list[int]:
 
 def _costs(lines: list[str], rows: list[int], exact: bool, cut: bool) -> list[int]:
     """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline.
-    ``exact`` (an ASCII text): ``(len + 7) >> 2`` of the (cut) length, computed without a call per line."""
-    if exact:
-        return list(map(rshift, map(add, _shown_lens(lines, rows, cut), repeat(7)), repeat(2)))
-    return [estimate_tokens(_cut_line(line)[0] if cut else line) + 1 for line in map(lines.__getitem__, rows)]
+    For an ASCII line (all of them, ``exact``: an ASCII text) that is ``(len + 7) >> 2`` of the (cut) length
+    (a cut line's mark holds no CJK character), computed without a call per line; the others are estimated."""
+    costs = list(map(rshift, map(add, _shown_lens(lines, rows, cut), repeat(7)), repeat(2)))
+    if not exact:
+        shown = list(map(lines.__getitem__, rows))
+        for j in compress(range(len(rows)), map(not_, map(str.isascii, shown))):
+            costs[j] = estimate_tokens(_cut_line(shown[j])[0] if cut else shown[j]) + 1
+    return costs
 
 
 # rows costed at once while looking for the longest prefix that fits: one per 16 tokens of room, at least 32
@@ -1665,7 +1669,7 @@ def _fit(lines: list[str], rows: list[int], room: int, exact: bool, *, cut: bool
     rest = rows[k + 1:]  # rows[k] did not fit
     lens = _shown_lens(lines, rest, cut)
     for j in compress(range(len(rest)), map(le, lens, repeat(4 * left - 4))):  # (len + 7) >> 2 <= left
-        cost = (lens[j] + 7) >> 2 if exact else _costs(lines, [rest[j]], False, cut)[0]
+        cost = (lens[j] + 7) >> 2 if exact or lines[rest[j]].isascii() else _costs(lines, [rest[j]], False, cut)[0]
         if cost <= left:
             taken.append(rest[j])
             left -= cost
