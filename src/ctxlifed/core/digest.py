@@ -1406,15 +1406,49 @@ _FAIL_FORMS = {
 assert sorted(_FAIL_FORMS) == sorted(_RUNNERS)
 
 
+_INDENTED_FORM = "[ \\t]*+"  # a form that may be indented: found by what follows, its line's start checked
+
+
+def _after_indent(form: str) -> re.Pattern[str]:
+    """``form`` (it starts with a literal of plain characters) where a newline, a space or a tab comes before it,
+    checked behind that literal (a leading lookbehind would keep the engine from searching for the literal)."""
+    lit = _literal_prefix(form)
+    assert lit and form.startswith(lit), form
+    return re.compile(lit + f"(?<=[\\n \\t]{re.escape(lit)})" + form[len(lit):])
+
+
 @functools.lru_cache(maxsize=32)
-def _fail_names_re(names: tuple[str, ...]) -> re.Pattern[str]:
-    """One regex of the failing-test lines of the runners ``names`` (all of them when empty); one group per
-    form, one of which holds the id (findall gives "" for the others)."""
+def _fail_names_scans(names: tuple[str, ...]) -> tuple[re.Pattern[str] | None, tuple[re.Pattern[str], ...]]:
+    """The failing-test lines of the runners ``names`` (all of them when empty, in one regex): one regex of
+    the forms at a line start, one group per form, one of which holds the id (findall gives "" for the
+    others); and each form that may be indented, found by what follows its indent (a rare literal such as
+    "● ": a line-start regex whose lines may start with white space is entered on every line), after a
+    newline, space or tab (:func:`_after_indent`; :func:`_fail_names` checks the rest of its line's start)."""
     if not names:
-        return _PY_TEST_FAIL_RE
+        return _PY_TEST_FAIL_RE, ()
     forms = [form for name in _RUNNER_NAMES if name in names for form in _FAIL_FORMS[name]]
+    indented = tuple(_after_indent(f[len(_INDENTED_FORM):]) for f in forms if f.startswith(_INDENTED_FORM))
+    forms = [f for f in forms if not f.startswith(_INDENTED_FORM)]
+    if not forms:
+        return None, indented
     # one form: no group around it, so that the engine searches for its literal start
-    return re.compile("\\n" + forms[0] if len(forms) == 1 else "\\n(?:" + "|".join(forms) + ")")
+    return re.compile("\\n" + forms[0] if len(forms) == 1 else "\\n(?:" + "|".join(forms) + ")"), indented
+
+
+def _fail_names(nb: str, names: tuple[str, ...]) -> set[str]:
+    """The ids of the failing tests named in ``nb`` by the forms of the runners ``names`` (all when empty):
+    the lines of :data:`_PY_TEST_FAIL_RE`'s forms of those runners."""
+    rx, indented = _fail_names_scans(names)
+    found: set[str] = set()
+    if rx is not None:
+        ids = rx.findall(nb)
+        found.update(ids if rx.groups == 1 else map("".join, ids))  # one group: findall gives the ids
+    for irx in indented:
+        for m in irx.finditer(nb):
+            at = m.start()
+            if not nb[nb.rfind("\n", 0, at) + 1: at].strip(" \t"):  # only an indent before it on its line
+                found.add(m.group(1))
+    return found
 
 
 # ---------------------------------------------------------------- helpers
@@ -1470,11 +1504,8 @@ def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = (
     kind's scans counted (a log's levels); ``runners``: a test run's runners found (:func:`_test_runners`)."""
     out: list[str] = []
     if kind == "test":
-        # one alternative matches, its group is never empty and findall gives "" for the others: joining the
-        # groups gives the id; a set, not a list (no n² membership tests on a long run)
-        rx = _fail_names_re(runners)
-        found = rx.findall(nb)
-        fails = set(found) if rx.groups == 1 else set(map("".join, found))  # one group: findall gives the ids
+        # a set, not a list (no n² membership tests on a long run)
+        fails = _fail_names(nb, runners)
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
