@@ -69,11 +69,16 @@ Rules:
   cheaper gate every match holds; so are a build's and an install's rare phrases, several at a letter they all
   hold (one search for them, where each took a search or a ``str.find``); a count that cannot reach its
   threshold (too few of the letters every match holds, counted in C) is not made, and one that may is made on
-  the first half of its sample first (:func:`_reaches`); ``git status`` entries are counted in one pass. The
+  the first half of its sample first (:func:`_reaches`); ``git status`` entries are found a section (a run of
+  them) at a time and counted by label in C (:func:`_status_entries`). The
   facts skip a pass that cannot reach its threshold, and start it on the line of the first character it
   needs (:func:`_files_by_first_colon`, :func:`_path_dirs`), and count one-character or empty groups, not
-  new strings (git status labels, a diff's signs). Any such rewrite keeps the same matches (tested against
-  the plain forms). A cheaper form is kept only when it is cheaper in time too: ``str.find``/``in`` with a
+  new strings (a diff's signs); a failing-test form that may be indented is found by its literal, its line's
+  start checked after (:func:`_fail_names`). A scan not at a line start has a run form that takes a list of
+  lines one after another (a type checker's errors) as one match, its lines marked as ranges
+  (:func:`_run_form`; a match per line cost more in Python than the engine's walk of it); rows are counted
+  from the match offsets themselves. Any such rewrite keeps the same matches, or puts the same lines in the
+  same best tiers (tested against the plain forms). A cheaper form is kept only when it is cheaper in time too: ``str.find``/``in`` with a
   needle of two or more characters is slower than the engine's own literal search, though it runs fewer
   instructions (one of one character is fast). Matches become line indexes and tiers through
   map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
