@@ -969,7 +969,8 @@ def _within_line(alt: str) -> bool:
 # (:func:`_within_line`), so the plain scan finds on each line of a run a match of that info, and whatever
 # else it finds there changes nothing (that info covers it). A lone match takes nothing more: it is the plain
 # match, with the same span and group. A line is walked with ``[^\n]``, the engine's fastest walk (a class of
-# two characters is tested per character, several times slower), and tested only at its first start character.
+# two characters is tested per character, several times slower), and tested only at its first start character
+# (a colon: only the scans that start with one have a run form, see _run_form).
 def _covers(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> bool:
     """Whether a line marked with the tier info ``a`` (tier, follow, as context; see :func:`_mark`) gets
     everything that marking it with ``b`` too would give: a tier as good, the lines that follow it in a tier
@@ -984,9 +985,11 @@ def _run_form(members: list[tuple[str, tuple[int, int, bool], str | None]],
     """The run form of a scan of the branches ``members`` (regex, tier info, its group name or None), in
     their order, with the run groups named from ``r<first_run>`` on, and those names' infos; None when no
     branch's info covers the others, a branch's match may hold a newline, or the branches do not all start
-    with one literal character."""
+    with a colon (a file:line form, a ``word: `` phrase: in a list of such lines the first colon of each line
+    is usually where its match starts; where it is not, as for a unittest line's ``... FAIL``, a run never
+    forms and each lone match would pay for trying one)."""
     starts = {_literal_prefix(alt)[:1] for alt, _info, _name in members}
-    if len(starts) != 1 or "" in starts or not all(_within_line(alt) for alt, _info, _name in members):
+    if starts != {":"} or not all(_within_line(alt) for alt, _info, _name in members):
         return None
     c = re.escape(starts.pop())
     runs: dict[str, tuple[int, int, bool]] = {}
