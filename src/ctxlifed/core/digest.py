@@ -967,8 +967,9 @@ def _within_line(alt: str) -> bool:
 # prefix) is of a branch of that info and of no other, it runs on to the end of that line; it ends in an
 # empty group of its own (``r<k>``) that names the run. No match of the scan holds a newline
 # (:func:`_within_line`), so the plain scan finds on each line of a run a match of that info, and whatever
-# else it finds there changes nothing (that info covers it). A lone match takes nothing more: it is the plain
-# match, with the same span and group. A line is walked with ``[^\n]``, the engine's fastest walk (a class of
+# else it finds there changes nothing (that info covers it). A lone match takes the rest of its line too (what
+# the plain scan finds there is covered the same way; a match that ended where it did would have each later
+# match on a long line walk the line again); its group is the plain match's. A line is walked with ``[^\n]``, the engine's fastest walk (a class of
 # two characters is tested per character, several times slower), and tested only at its first start character
 # (a colon: only the scans that start with one have a run form, see _run_form).
 def _covers(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> bool:
@@ -1003,7 +1004,7 @@ def _run_form(members: list[tuple[str, tuple[int, int, bool], str | None]],
             last = max(j for j, (_a, inf, _n) in enumerate(members) if inf == info)
             before = [a for a, inf, _n in members[:last] if inf != info]
             unlike = f"(?!{_join_branches(before)})" if before else ""
-            branch += f"(?:[^\\n]*+(?:\\n[^\\n{c}]*+{unlike}{same}[^\\n]*+)++(?P<r{k}>))?+"
+            branch += f"[^\\n]*+(?:(?:\\n[^\\n{c}]*+{unlike}{same}[^\\n]*+)++(?P<r{k}>))?+"
             runs[f"r{k}"] = info
         branches.append(branch)
     return (_join_branches(branches), runs) if runs else None
