@@ -239,8 +239,8 @@ _FAIL_GROUP_RUNNER = {1: "pytest", 2: "unittest", 3: "unittest", 4: "cargo", 5: 
 
 
 @settings(max_examples=600, deadline=None)
-@given(st.lists(st.sampled_from(["\n", "FAILED ", "FAIL: ", "ERROR: ", "test ", " ... FAILED", "not ok 3 - ", "  ", "\t",
-                                 "--- FAIL: ", "● ", "t::a", "(x)", " ok", "é", "x"]), max_size=20),
+@given(st.lists(st.sampled_from(["\n", "FAILED ", "FAIL: ", "ERROR: ", "test ", " ... FAILED", "not ok 3 - ", "  ",
+                                 "\t", "--- FAIL: ", "● ", "t::a", "(x)", " ok", "é", "x"]), max_size=20),
        st.sets(st.sampled_from(["pytest", "unittest", "cargo", "go", "js"])))
 def test_failing_tests_named_are_those_of_the_runners_found(parts: list[str], runners: set[str]) -> None:
     # the ids are the lines of the runners' own forms, as the one regex of all forms reads them
@@ -568,10 +568,11 @@ def test_the_file_line_family_joined_finds_what_each_pattern_finds_alone(parts: 
 
 
 _RUN_PIECES = ["a.py", ":", "12", "3", ": ", "error: ", "fatal ", "note: ", "F401", " x", "::", "1:2: ", "test_a",
-               " FAILED", " ERROR", " ... FAIL", " ... FAILED", "panicked at ", "error[E1]: ", "Traceback (most recent call last)",
-               "ld returned 1 exit status", "fatal: ", "undefined reference to", "No such file or directory", "command not found",
-               "error TS2", "Permission denied", "ERROR", "Error: ", "Exception", "FATAL", "CRITICAL", "WARNING", "warning: ",
-               "panic: ", "Segmentation fault", "vulnerabilit", "Failed to build", "Could not find a version", " ", "\t", "é"]
+               " FAILED", " ERROR", " ... FAIL", " ... FAILED", "panicked at ", "error[E1]: ",
+               "Traceback (most recent call last)", "ld returned 1 exit status", "fatal: ", "undefined reference to",
+               "No such file or directory", "command not found", "error TS2", "Permission denied", "ERROR", "Error: ",
+               "Exception", "FATAL", "CRITICAL", "WARNING", "warning: ", "panic: ", "Segmentation fault",
+               "vulnerabilit", "Failed to build", "Could not find a version", " ", "\t", "é"]
 
 
 def _best_tiers(found: tuple[set[int], ...]) -> list[set[int]]:
@@ -636,7 +637,8 @@ def test_a_long_error_list_is_one_match_of_the_run_form() -> None:
     found: tuple[set[int], ...] = (set(), set(), set(), set())
     D._mark_scan(scan, nb, found, False)
     assert found[1] == set(range(3000)) | set(range(3001, 3021))
-    assert found[2] - found[1] == {3000, 3021, 3022}  # the note, and the two lines after the last error (past the end: dropped later)
+    # the note, and the two lines after the last error (past the end: dropped later)
+    assert found[2] - found[1] == {3000, 3021, 3022}
 
 
 def _warnings_one_by_one(nb: str) -> Counter[str]:

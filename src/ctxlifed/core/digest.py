@@ -78,12 +78,12 @@ Rules:
   lines one after another (a type checker's errors) as one match, its lines marked as ranges
   (:func:`_run_form`; a match per line cost more in Python than the engine's walk of it); rows are counted
   from the match offsets themselves. Any such rewrite keeps the same matches, or puts the same lines in the
-  same best tiers (tested against the plain forms). A cheaper form is kept only when it is cheaper in time too: ``str.find``/``in`` with a
-  needle of two or more characters is slower than the engine's own literal search, though it runs fewer
-  instructions (one of one character is fast). Matches become line indexes and tiers through
-  map/accumulate/set operations, not a Python step per match; lines are chosen per tier by bisecting
-  the running cost of a prefix costed a chunk at a time, the lines after it passed over by their length
-  (:func:`_fit`). Phrases that a line-start pattern of the same tier already finds where they usually stand
+  same best tiers (tested against the plain forms). A cheaper form is kept only when it is cheaper in time
+  too: ``str.find``/``in`` with a needle of two or more characters is slower than the engine's own literal
+  search, though it runs fewer instructions (one of one character is fast). Matches become line indexes and
+  tiers through map/accumulate/set operations, not a Python step per match; lines are chosen per tier by
+  bisecting the running cost of a prefix costed a chunk at a time, the lines after it passed over by their
+  length (:func:`_fit`). Phrases that a line-start pattern of the same tier already finds where they usually stand
   are not looked for there again (a lookbehind), so a long list of them is matched once.
 """
 
@@ -969,9 +969,10 @@ def _within_line(alt: str) -> bool:
 # (:func:`_within_line`), so the plain scan finds on each line of a run a match of that info, and whatever
 # else it finds there changes nothing (that info covers it). A lone match takes the rest of its line too (what
 # the plain scan finds there is covered the same way; a match that ended where it did would have each later
-# match on a long line walk the line again); its group is the plain match's. A line is walked with ``[^\n]``, the engine's fastest walk (a class of
-# two characters is tested per character, several times slower), and tested only at its first start character
-# (a colon: only the scans that start with one have a run form, see _run_form).
+# match on a long line walk the line again); its group is the plain match's. A line is walked with ``[^\n]``,
+# the engine's fastest walk (a class of two characters is tested per character, several times slower), and
+# tested only at its first start character (a colon: only the scans that start with one have a run form, see
+# _run_form).
 def _covers(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> bool:
     """Whether a line marked with the tier info ``a`` (tier, follow, as context; see :func:`_mark`) gets
     everything that marking it with ``b`` too would give: a tier as good, the lines that follow it in a tier
