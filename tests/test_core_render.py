@@ -626,6 +626,14 @@ def test_working_zone_figure_only_where_it_is_known_and_matters() -> None:
     assert "Working zone: 63.4% used (level L0→L1)." in high
 
 
+def test_an_estimated_working_zone_figure_says_so() -> None:
+    """After a compaction the context figure is ctxlifed's estimate until a response reports the usage: the
+    figure then reads "≈" (as status says "(estimate)")."""
+    est = render_session_start(make_data("resume", working_pct=0.634, level=1, working_estimated=True), 10_000,
+                               now=NOW, ctl=CTL)
+    assert "Working zone: ≈63.4% used (level L0→L1)." in est
+
+
 def test_resume_does_not_repeat_a_decision_postcompact_reinjected_nor_a_list_it_holds() -> None:
     """PostCompact words a decision "- Decision: <text>"; the briefing "- <text>" under its title: held
     either way. A list whose items are all held is left out with its title; a new item comes with it."""

@@ -322,3 +322,33 @@ def test_a_resume_after_resume_then_compact_repeats_nothing_the_context_holds(da
         lines = {ln for ln in x.text.splitlines() if len(ln) > 12}
         assert not lines & held, sorted(lines & held)
         assert not any("streaming parser" in ln for ln in lines)
+
+
+def test_a_working_zone_figure_estimated_since_the_boundary_says_so(daemon: Any) -> None:
+    """After a compaction the context figure is ctxlifed's estimate (the boundary's post-compaction figure and
+    the fixed part) until a response reports the usage: a resume that names the Working zone then says "≈"
+    (status says "(estimate)"); once a response reports it, the figure is plain."""
+    sc = SCRIPTS["en"]
+    a = Transcript(Session(daemon, sid="dddd0000-1111-2222-3333-444444444444"))
+    s = a.session
+    s.usage(30_000)
+    a.hook("SessionStart", source="startup")
+    a.hook("UserPromptSubmit", prompt=sc["implement"])
+    s.usage(30_000 + 110_000)
+    a.hook("PreCompact", trigger="auto", custom_instructions="")
+    boundary(s, pre=140_050, post=100_000)  # a summary this long keeps the Working zone past 60 %
+    a.epoch += 1
+    a.hook("SessionStart", source="compact")
+    a.post_compact("Summary: the CSV importer is being implemented.")
+    a.hook("SessionStart", source="resume")
+    st = a.said[-1].status
+    assert st["estimated"] and st["level"] >= 1
+    working = [ln for ln in a.said[-1].text.splitlines() if ln.startswith("Working zone: ")]
+    assert working == [f"Working zone: ≈{F.percent(st['working_pct'])} used (level {F.level_name(st['level'])})."]
+    s.usage(30_000 + 100_000)  # a response reports the usage
+    a.hook("UserPromptSubmit", prompt=sc["more"])
+    a.hook("SessionStart", source="resume")
+    last = a.said[-1]
+    assert last.where == "SessionStart.additionalContext"
+    working = [ln for ln in last.text.splitlines() if ln.startswith("Working zone: ")]
+    assert len(working) == 1 and re.fullmatch(r"Working zone: \d+(?:\.\d)?% used \(level L1→L2\)\.", working[0])

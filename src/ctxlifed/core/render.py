@@ -124,6 +124,9 @@ class SessionStartData(msgspec.Struct, frozen=True):
     lessons_count: int = 0
     working_pct: float | None = None
     level: int = 0
+    # the Working-zone figure is ctxlifed's estimate, not Claude Code's usage (after a compaction, until the next
+    # response reports it): shown with "≈"
+    working_estimated: bool = False
 
 
 class RecallHit(msgspec.Struct, frozen=True):
@@ -372,7 +375,8 @@ def _working_figure(d: SessionStartData) -> str:
     if d.working_pct is None or not math.isfinite(d.working_pct):
         return ""
     level = f" (level {level_name(d.level)})" if (d.level or 0) >= 1 else ""
-    return f"{_WORKING_LEAD}{percent(d.working_pct)} used{level}."
+    approx = "≈" if d.working_estimated else ""
+    return f"{_WORKING_LEAD}{approx}{percent(d.working_pct)} used{level}."
 
 
 def _working_line(d: SessionStartData) -> str:

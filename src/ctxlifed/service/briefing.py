@@ -64,6 +64,7 @@ async def session_start_context(source: str, st: SessionState, now: float, *, re
         lessons_count=data["lessons_count"],
         working_pct=budget.working_pct if budget else None,
         level=int(budget.level) if budget else 0,
+        working_estimated=bool(budget.estimated) if budget else False,
     )
     ctx = render.render_session_start(briefing, cap_tokens=cfg.inject_cap_tokens, now=now, ctl=ctl_command(),
                                       previous=st.last_briefing if source == "resume" else "")
