@@ -132,6 +132,16 @@ def boundary(s: Session, pre: int, post: int) -> None:
         f.writelines(json.dumps(r) + "\n" for r in recs)
 
 
+def compact(a: Transcript, pre: int, post: int, trigger: str = "manual") -> None:
+    """A compaction as Claude Code runs it: PreCompact, the boundary in the transcript, SessionStart(compact),
+    PostCompact."""
+    a.hook("PreCompact", trigger=trigger, custom_instructions="")
+    boundary(a.session, pre=pre, post=post)
+    a.epoch += 1
+    a.hook("SessionStart", source="compact")
+    a.post_compact("Summary: the CSV importer is being implemented.")
+
+
 def figures(st: dict[str, Any]) -> tuple[set[str], set[str]]:
     """The percentages and token counts ``status --json`` holds, as ctxlifed formats them."""
     pcts = {F.percent(st["working_pct"])} | {F.percent(z["pct"]) for z in st.get("zones") or []}
@@ -162,12 +172,7 @@ def run_script(daemon: Any, lang: str) -> tuple[Transcript, Transcript]:
     s.status()  # reads wait for the derivation: the advice is queued
     a.hook("Stop", stop_hook_active=False)
     a.cli_status()
-    # A manual compaction: PreCompact, the boundary in the transcript, SessionStart(compact), PostCompact.
-    a.hook("PreCompact", trigger="manual", custom_instructions="")
-    boundary(s, pre=130_050, post=12_000)
-    a.epoch += 1
-    a.hook("SessionStart", source="compact")
-    a.post_compact("Summary: the CSV importer is being implemented.")
+    compact(a, pre=130_050, post=12_000)  # a manual compaction
     a.cli_status()
     # Two resumes: the context still holds the compact briefing.
     a.hook("SessionStart", source="resume")
@@ -308,11 +313,7 @@ def test_a_resume_after_resume_then_compact_repeats_nothing_the_context_holds(da
     a.hook("Stop", stop_hook_active=False)
     s.usage(30_000 + 100_000)
     a.hook("SessionStart", source="resume")
-    a.hook("PreCompact", trigger="manual", custom_instructions="")
-    boundary(s, pre=130_050, post=12_000)
-    a.epoch += 1
-    a.hook("SessionStart", source="compact")
-    a.post_compact("Summary: the CSV importer is being implemented.")
+    compact(a, pre=130_050, post=12_000)
     before = len(a.said)
     a.hook("SessionStart", source="resume")
     held = {ln for x in a.said[:before] if x.where != "status" and x.where.startswith(("SessionStart", "PostCompact"))
@@ -335,11 +336,7 @@ def test_a_working_zone_figure_estimated_since_the_boundary_says_so(daemon: Any)
     a.hook("SessionStart", source="startup")
     a.hook("UserPromptSubmit", prompt=sc["implement"])
     s.usage(30_000 + 110_000)
-    a.hook("PreCompact", trigger="auto", custom_instructions="")
-    boundary(s, pre=140_050, post=100_000)  # a summary this long keeps the Working zone past 60 %
-    a.epoch += 1
-    a.hook("SessionStart", source="compact")
-    a.post_compact("Summary: the CSV importer is being implemented.")
+    compact(a, pre=140_050, post=100_000, trigger="auto")  # a summary this long keeps the Working zone past 60 %
     a.hook("SessionStart", source="resume")
     st = a.said[-1].status
     assert st["estimated"] and st["level"] >= 1
