@@ -132,6 +132,14 @@ def boundary(s: Session, pre: int, post: int) -> None:
         f.writelines(json.dumps(r) + "\n" for r in recs)
 
 
+def started(daemon: Any, sid: str) -> Transcript:
+    """A session that started with 30,000 tokens in its window (the fixed part and a first exchange)."""
+    a = Transcript(Session(daemon, sid=sid))
+    a.session.usage(30_000)
+    a.hook("SessionStart", source="startup")
+    return a
+
+
 def compact(a: Transcript, pre: int, post: int, trigger: str = "manual") -> None:
     """A compaction as Claude Code runs it: PreCompact, the boundary in the transcript, SessionStart(compact),
     PostCompact."""
@@ -304,10 +312,8 @@ def test_a_resume_after_resume_then_compact_repeats_nothing_the_context_holds(da
     it after the summary, next to the compact briefing and PostCompact's re-injected facts. The next
     resume says none of their lines again."""
     sc = SCRIPTS["en"]
-    a = Transcript(Session(daemon, sid="cccc0000-1111-2222-3333-444444444444"))
+    a = started(daemon, "cccc0000-1111-2222-3333-444444444444")
     s = a.session
-    s.usage(30_000)
-    a.hook("SessionStart", source="startup")
     a.hook("UserPromptSubmit", prompt=sc["plan"])
     a.hook("UserPromptSubmit", prompt=sc["implement"])
     a.hook("Stop", stop_hook_active=False)
@@ -330,10 +336,8 @@ def test_a_working_zone_figure_estimated_since_the_boundary_says_so(daemon: Any)
     the fixed part) until a response reports the usage: a resume that names the Working zone then says "≈"
     (status says "(estimate)"); once a response reports it, the figure is plain."""
     sc = SCRIPTS["en"]
-    a = Transcript(Session(daemon, sid="dddd0000-1111-2222-3333-444444444444"))
+    a = started(daemon, "dddd0000-1111-2222-3333-444444444444")
     s = a.session
-    s.usage(30_000)
-    a.hook("SessionStart", source="startup")
     a.hook("UserPromptSubmit", prompt=sc["implement"])
     s.usage(30_000 + 110_000)
     compact(a, pre=140_050, post=100_000, trigger="auto")  # a summary this long keeps the Working zone past 60 %
