@@ -990,10 +990,8 @@ def _run_form(members: list[tuple[str, tuple[int, int, bool], str | None]],
     with a colon (a file:line form, a ``word: `` phrase: in a list of such lines the first colon of each line
     is usually where its match starts; where it is not, as for a unittest line's ``... FAIL``, a run never
     forms and each lone match would pay for trying one)."""
-    starts = {_literal_prefix(alt)[:1] for alt, _info, _name in members}
-    if starts != {":"} or not all(_within_line(alt) for alt, _info, _name in members):
+    if not all(_literal_prefix(alt).startswith(":") and _within_line(alt) for alt, _info, _name in members):
         return None
-    c = re.escape(starts.pop())
     runs: dict[str, tuple[int, int, bool]] = {}
     branches = []
     for k, (alt, info, name) in enumerate(members, first_run):
@@ -1005,7 +1003,7 @@ def _run_form(members: list[tuple[str, tuple[int, int, bool], str | None]],
             last = max(j for j, (_a, inf, _n) in enumerate(members) if inf == info)
             before = [a for a, inf, _n in members[:last] if inf != info]
             unlike = f"(?!{_join_branches(before)})" if before else ""
-            branch += f"[^\\n]*+(?:(?:\\n[^\\n{c}]*+{unlike}{same}[^\\n]*+)++(?P<r{k}>))?+"
+            branch += f"[^\\n]*+(?:(?:\\n[^\\n:]*+{unlike}{same}[^\\n]*+)++(?P<r{k}>))?+"
             runs[f"r{k}"] = info
         branches.append(branch)
     return (_join_branches(branches), runs) if runs else None
@@ -1397,15 +1395,10 @@ _DIFF_FILE_RE = re.compile(r"\ndiff --git a/(\S+) b/")
 # a diff's added and removed lines in one pass: a line that starts with "+" or "-" gives that sign, one that
 # starts with "+++ " or "--- " (a file's header) gives "" (one-character and empty strings are not new objects)
 _DIFF_SIGN_RE = re.compile(r"\n(?:\+\+\+ |--- |([-+]))")
-# one "\n" then the branches (the engine enters them once per line); the indented ones under one indent. A
-# cargo ``test <name> ... ok`` line is left by a look for "FAILED" in the line (a fast walk to its end and a
-# fast step back to each "F"), before the name is walked
-_PY_TEST_FAIL_RE = re.compile(
-    r"\n(?:FAILED (?!\()(\S+)|FAIL: (\S+)|ERROR: (\S+)|test (?=[^\n]*FAILED)(\S++) \.\.\. FAILED"
-    r"|not ok \d+ - ([^\n]+)|[ \t]*+(?:--- FAIL: (\S+)|● ([^\n]+)))"
-)
 # the lines that name a failing test, per runner: the ids counted are those of the runners the output's
-# marks name (as the tiers' patterns are), all of them (_PY_TEST_FAIL_RE) when none is recognised
+# marks name (as the tiers' patterns are), all of them when none is recognised. A cargo ``test <name> ... ok``
+# line is left by a look for "FAILED" in the line (a fast walk to its end and a fast step back to each "F"),
+# before the name is walked
 _FAIL_FORMS = {
     "pytest": [r"FAILED (?!\()(\S+)"],
     "unittest": [r"FAIL: (\S+)", r"ERROR: (\S+)"],
@@ -1429,14 +1422,12 @@ def _after_indent(form: str) -> re.Pattern[str]:
 
 @functools.lru_cache(maxsize=32)
 def _fail_names_scans(names: tuple[str, ...]) -> tuple[re.Pattern[str] | None, tuple[re.Pattern[str], ...]]:
-    """The failing-test lines of the runners ``names`` (all of them when empty, in one regex): one regex of
-    the forms at a line start, one group per form, one of which holds the id (findall gives "" for the
-    others); and each form that may be indented, found by what follows its indent (a rare literal such as
-    "● ": a line-start regex whose lines may start with white space is entered on every line), after a
-    newline, space or tab (:func:`_after_indent`; :func:`_fail_names` checks the rest of its line's start)."""
-    if not names:
-        return _PY_TEST_FAIL_RE, ()
-    forms = [form for name in _RUNNER_NAMES if name in names for form in _FAIL_FORMS[name]]
+    """The failing-test lines of the runners ``names`` (all of them when empty): one regex of the forms at a
+    line start, one group per form, one of which holds the id (findall gives "" for the others); and each form
+    that may be indented, found by what follows its indent (a rare literal such as "● ": a line-start regex
+    whose lines may start with white space is entered on every line), after a newline, space or tab
+    (:func:`_after_indent`; :func:`_fail_names` checks the rest of its line's start)."""
+    forms = [form for name in _RUNNER_NAMES if not names or name in names for form in _FAIL_FORMS[name]]
     indented = tuple(_after_indent(f[len(_INDENTED_FORM):]) for f in forms if f.startswith(_INDENTED_FORM))
     forms = [f for f in forms if not f.startswith(_INDENTED_FORM)]
     if not forms:
@@ -1446,8 +1437,8 @@ def _fail_names_scans(names: tuple[str, ...]) -> tuple[re.Pattern[str] | None, t
 
 
 def _fail_names(nb: str, names: tuple[str, ...]) -> set[str]:
-    """The ids of the failing tests named in ``nb`` by the forms of the runners ``names`` (all when empty):
-    the lines of :data:`_PY_TEST_FAIL_RE`'s forms of those runners."""
+    """The ids of the failing tests named in ``nb`` by the forms of the runners ``names`` (all when empty): the
+    lines of :data:`_FAIL_FORMS`'s forms of those runners."""
     rx, indented = _fail_names_scans(names)
     found: set[str] = set()
     if rx is not None:
@@ -1673,8 +1664,13 @@ def _costs(lines: list[str], rows: list[int], exact: bool, cut: bool) -> list[in
     if not exact:
         shown = list(map(lines.__getitem__, rows))
         for j in compress(range(len(rows)), map(not_, map(str.isascii, shown))):
-            costs[j] = estimate_tokens(_cut_line(shown[j])[0] if cut else shown[j]) + 1
+            costs[j] = _estimated_cost(shown[j], cut)
     return costs
+
+
+def _estimated_cost(line: str, cut: bool) -> int:
+    """What showing ``line`` costs (see :func:`_costs`), estimated: a line that is not ASCII."""
+    return estimate_tokens(_cut_line(line)[0] if cut else line) + 1
 
 
 # rows costed at once while looking for the longest prefix that fits: one per 16 tokens of room, at least 32
@@ -1710,7 +1706,7 @@ def _fit(lines: list[str], rows: list[int], room: int, exact: bool, *, cut: bool
     rest = rows[k + 1:]  # rows[k] did not fit
     lens = _shown_lens(lines, rest, cut)
     for j in compress(range(len(rest)), map(le, lens, repeat(4 * left - 4))):  # (len + 7) >> 2 <= left
-        cost = (lens[j] + 7) >> 2 if exact or lines[rest[j]].isascii() else _costs(lines, [rest[j]], False, cut)[0]
+        cost = (lens[j] + 7) >> 2 if exact or lines[rest[j]].isascii() else _estimated_cost(lines[rest[j]], cut)
         if cost <= left:
             taken.append(rest[j])
             left -= cost
