@@ -20,6 +20,11 @@ Rules:
 - :func:`failure_lines`: ``(id, error line)`` pairs; the error line is the first assertion or error
   line the runner printed for that test (pytest ``E`` lines, ``AssertionError``, ``expected``...),
   "" when none is found.
+- Linear in the output: a line is run through the runners' forms only when it holds one of their marks
+  (:data:`_MARKS`: every form needs one of these words somewhere on its line), or when the line before left a state the next line completes (a mocha title, a Maven list);
+  the places a test's report starts (pytest/rspec section heads, cargo ``---- name`` blocks, nextest
+  ``STDERR`` heads) are indexed once, when first needed; the scan stops at :data:`MAX_FAILS` ids (no
+  later line can change the result). A wrapper's prefix is cut only from the lines that start with one.
 """
 
 from __future__ import annotations
@@ -87,11 +92,58 @@ def _go_error(lines: list[str], i: int, name: str) -> str:
     return ""
 
 
-def _lines(text: str) -> list[str]:
+# Every runner form above needs one of these marks on its line: FAILED/FAIL/Failed/Failures, ERROR/Errors,
+# Tests in error, TIMEOUT, SIGSEGV/SIGABRT, ``rspec ``, a ``1) `` number, and (in a text that is not all
+# ASCII) a × ✗ ✕ ● mark. A line without any of them matches none. Each mark is found by its own literal
+# (the engine's fast literal scan; one alternation would be tried at every character), and a match
+# takes the rest of its line, so each pattern matches a line at most once.
+_MARKS = (r"F(?:AIL|ail)", r"E(?:RROR|rrors)", r"T(?:ests in error|IMEOUT)", r"SIG(?:SEGV|ABRT)", r"rspec ",
+          r"\) (?<=\d\) )")
+_MARK_RES = tuple(re.compile(mark + r"[^\n]*+") for mark in _MARKS)
+_WIDE_MARK_RES = _MARK_RES + tuple(re.compile(mark + r"[^\n]*+") for mark in "×✗✕●")
+# A wrapper's prefix (``_PREFIX_RE``) starts a line with ``[ERROR]``/``[INFO]``/``[WARNING]`` or ``nox > ``,
+# or is a ``name: `` before ``FAILED ``/``ERROR `` (a marked line): the lines it is cut from.
+_PREFIXED_RES = (re.compile(r"\n\[(?=(?:ERROR|INFO|WARNING)\])"), re.compile(r"\nnox > "))
+
+
+def _clean(text: str) -> str:
+    """The text read: its head and tail past MAX_SCAN, without ANSI codes, with ``\\n`` line ends."""
     if len(text) > MAX_SCAN:
         text = text[: MAX_SCAN // 4] + "\n" + text[-(MAX_SCAN * 3 // 4) :]
-    text = _ANSI_RE.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    return [_PREFIX_RE.sub("", ln.rstrip()) for ln in text.split("\n")]
+    if "\x1b" in text:
+        text = _ANSI_RE.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _split(text: str, marked: list[int]) -> list[str]:
+    """The lines of a cleaned text, right-stripped, a wrapper's prefix cut (``marked``: the marked lines)."""
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    nb = "\n" + text
+    for i in sorted(set(marked).union(_rows(nb, [m.start() for rx in _PREFIXED_RES for m in rx.finditer(nb)]))):
+        lines[i] = _PREFIX_RE.sub("", lines[i])
+    return lines
+
+
+def _marked(text: str) -> list[int]:
+    """The indexes of the lines holding a runner's mark, ascending."""
+    rxs = _MARK_RES if text.isascii() else _WIDE_MARK_RES
+    return _rows(text, [m.start() for rx in rxs for m in rx.finditer(text)])
+
+
+def _rows(text: str, offsets: list[int]) -> list[int]:
+    """The distinct line indexes, ascending, of the ``offsets`` in ``text``: an offset is on the line
+    numbered by the newlines before it (in ``"\\n" + text``, the offset of a newline names the line that
+    newline starts)."""
+    rows: list[int] = []
+    row = prev = 0
+    for p in sorted(offsets):
+        row += text.count("\n", prev, p)
+        prev = p
+        if not rows or rows[-1] != row:
+            rows.append(row)
+    return rows
 
 
 def _clip(s: str, n: int) -> str:
@@ -109,22 +161,68 @@ def _error_after(lines: list[str], i: int, stop: int = 40) -> str:
     return ""
 
 
-def _find_section(lines: list[str], key: str) -> int:
-    """Index of the line that opens the report of ``key`` (pytest ``___ test_y ___``, unittest
-    ``FAIL: test_y``, jest ``● …``), else -1."""
-    for i, ln in enumerate(lines):
-        if key in ln and (ln.startswith(("___", "FAIL:", "ERROR:", "  ●", "●", "--- FAIL", "  1)", "1)"))
-                          or ln.strip().startswith(("●", "Failures:", "1)"))):
-            return i
-    return -1
+_SECTION_HEADS = ("___", "FAIL:", "ERROR:", "  ●", "●", "--- FAIL", "  1)", "1)")
+_SECTION_HEADS_STRIPPED = ("●", "Failures:", "1)")
+
+
+class _Sections:
+    """Where a failing test's report starts, looked up by key; each index is built once, when first
+    needed (most outputs need none of them)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self._heads: list[tuple[int, str]] | None = None
+        self._cargo: dict[str, int] | None = None
+        self._stderr: list[tuple[int, str]] | None = None
+        self._found: dict[tuple[int, str], int] = {}
+
+    def section(self, key: str) -> int:
+        """Index of the line that opens the report of ``key`` (pytest ``___ test_y ___``, unittest
+        ``FAIL: test_y``, jest ``● …``), else -1: the first such head holding ``key``."""
+        if (0, key) not in self._found:
+            if self._heads is None:
+                self._heads = [(i, ln) for i, ln in enumerate(self.lines)
+                               if ln.startswith(_SECTION_HEADS) or ln.strip().startswith(_SECTION_HEADS_STRIPPED)]
+            self._found[(0, key)] = next((i for i, ln in self._heads if key in ln), -1)
+        return self._found[(0, key)]
+
+    def cargo(self, name: str) -> int:
+        """cargo: the line ``---- <name> stdout ----`` (the first starting ``---- <name> ``), else -1."""
+        if self._cargo is None:
+            self._cargo = {}
+            for i, ln in enumerate(self.lines):
+                if ln.startswith("---- "):
+                    j = ln.find(" ", 5)
+                    if j > 5:
+                        self._cargo.setdefault(ln[5:j], i)
+        return self._cargo.get(name, -1)
+
+    def nextest(self, name: str, default: int) -> int:
+        """nextest: the first ``STDERR`` head naming ``name``, else ``default``."""
+        if (1, name) not in self._found:
+            if self._stderr is None:
+                self._stderr = [(i, ln) for i, ln in enumerate(self.lines) if "STDERR" in ln]
+            self._found[(1, name)] = next((i for i, ln in self._stderr if name in ln), -1)
+        found = self._found[(1, name)]
+        return default if found < 0 else found
 
 
 def failure_lines(output: str) -> list[tuple[str, str]]:
     """``(test id, first error line)`` for every failing test the output reports (module rules)."""
     if not output:
         return []
-    lines = _lines(output)
+    text = _clean(output)
+    marked = _marked(text)
+    lines = _split(text, marked)
+    sections = _Sections(lines)
     found: dict[str, str] = {}
+
+    def wanted(tid: str) -> str:
+        """``tid`` as stored when one more line about it could change the result, else ''."""
+        tid = _clip(tid.strip(), MAX_ID)
+        if not tid or (tid in found and found[tid]):
+            return ""
+        return tid
 
     def add(tid: str, err: str = "", at: int = -1) -> None:
         tid = _clip(tid.strip(), MAX_ID)
@@ -137,42 +235,52 @@ def failure_lines(output: str) -> list[tuple[str, str]]:
 
     maven = False
     mocha_pending: tuple[int, str] | None = None
-    for i, ln in enumerate(lines):
+    n = len(lines)
+    k = 0  # the next marked line
+    i = marked[0] if marked else n
+    while i < n and len(found) < MAX_FAILS:
+        ln = lines[i]
         s = ln.strip()
+        done = False
         if mocha_pending is not None:
             j, head = mocha_pending
             mocha_pending = None
             c = _MOCHA_CONT_RE.match(ln)
             if c and c.group(2):
                 add(f"{head} {c.group(1)}", at=i)
-                continue
-            if head.endswith(":"):
+                done = True
+            elif head.endswith(":"):
                 add(head[:-1], at=j)
-        if m := _PYTEST_RE.match(s):
+        if done:
+            pass
+        elif m := _PYTEST_RE.match(s):
             node, msg = m.group(1), (m.group(2) or "")
             if msg.endswith("..."):
                 msg = ""
-            sec = _find_section(lines, node.split("::")[-1]) if "::" in node else -1
-            add(node, msg, sec)
+            if wanted(node):
+                sec = sections.section(node.split("::")[-1]) if "::" in node and not msg else -1
+                add(node, msg, sec)
         elif m := _PYTEST_V_RE.match(s):
             add(m.group(1))
         elif m := _UNITTEST_RE.match(s):
             add(f"{m.group(2)}.{m.group(1)}", at=i)
         elif m := _GO_RE.match(ln):
-            add(m.group(1), _go_error(lines, i, m.group(1)))
+            if wanted(m.group(1)):
+                add(m.group(1), _go_error(lines, i, m.group(1)))
         elif m := _CARGO_RE.match(s):
-            sec = next((k for k, x in enumerate(lines) if x.startswith(f"---- {m.group(1)} ")), -1)
-            add(m.group(1), at=sec)
+            if wanted(m.group(1)):
+                add(m.group(1), at=sections.cargo(m.group(1)))
         elif m := _NEXTEST_RE.match(ln):
-            sec = next((k for k, x in enumerate(lines) if m.group(1) in x and "STDERR" in x), i)
-            add(m.group(1), at=sec)
+            if wanted(m.group(1)):
+                add(m.group(1), at=sections.nextest(m.group(1), i))
         elif m := _VITEST_RE.match(ln):
             add(m.group(2).replace(" > ", " › "), at=i)
         elif m := _JEST_BULLET_RE.match(ln):
             if "Test suite failed to run" not in m.group(1) and not s.startswith("● Console"):
                 add(m.group(1).replace(" > ", " › "), at=i)
         elif m := _RSPEC_RE.match(s):
-            add(m.group(1), at=_find_section(lines, m.group(2)))
+            if wanted(m.group(1)):
+                add(m.group(1), at=sections.section(m.group(2)))
         elif m := _PHPUNIT_RE.match(s):
             add(m.group(1), at=i)
         elif m := _DOTNET_RE.match(ln):
@@ -189,9 +297,15 @@ def failure_lines(output: str) -> list[tuple[str, str]]:
             mocha_pending = (i, m.group(2) + (":" if m.group(3) else ""))
         elif maven and (not s or s.startswith("Tests run")):
             maven = False
+        if maven or mocha_pending is not None:
+            i += 1  # the next line completes this one (a Maven list runs to a blank line)
+        else:
+            while k < len(marked) and marked[k] <= i:
+                k += 1
+            i = marked[k] if k < len(marked) else n
     if not found:  # jest / vitest without per-test lines: the failing file
-        for ln in lines:
-            if m := _JEST_FILE_RE.match(ln):
+        for i in marked:
+            if m := _JEST_FILE_RE.match(lines[i]):
                 add(m.group(1))
     return list(found.items())
 
