@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from ctxlifed.core.model import Element, Kind
 from ctxlifed.core.summarize import MAX_LINES, snippet, summarize
+from ctxlifed.core import summarize as S
 
 PYTEST_RED = """Bash: .venv/bin/python -m pytest -q
 ..F.
@@ -315,3 +316,19 @@ def test_snippet_width_property(text: str, terms: list[str], width: int) -> None
     present = [t for t in terms if t.strip() and " ".join(t.split()) == t and t.lower() in text.lower()]
     if width >= 200 and len(text) <= 100 and present and "\n" not in text and "  " not in text:
         assert any(t.lower() in out.lower() for t in present)
+
+
+# ---- a test run's count line, found from the end of the text ----------------------------------------
+
+_COUNT_TEXT = st.lists(st.sampled_from(["passed", "failed", "error", "errors", "errorsx", "xpassed", " ", "\t",
+                                        "\n", "3", "12", "٣", "_", "a", "é", ",", "=", "in 0.1s", "1 passed",
+                                        "2 errors", "x1 failed"]), max_size=30).map("".join)
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(_COUNT_TEXT)
+def test_the_last_count_is_the_last_match_of_the_count_pattern(text: str) -> None:
+    nb = "\n" + text
+    plain = list(S._TEST_COUNT_RE.finditer(nb))
+    got = S._last_count(nb)
+    assert (got.span() if got else None) == (plain[-1].span() if plain else None)

@@ -58,6 +58,12 @@ _ERR_WORD_RE = re.compile(r"\bError:|\berror(?:\[\w+\])?:|\bFAILED\b|\bpanic:|\b
 # Line-anchored test patterns start with "\n" and run on "\n" + body: a literal first character lets
 # the regex engine skip ahead, where "^" under re.M tries every position (several times slower).
 _TEST_COUNT_RE = re.compile(r"\b\d+[ \t]+(?:passed|failed|errors?)\b")  # pytest
+# Its last match is looked for in the reversed text, one pattern per word: each starts with the reversed
+# word (a literal the regex engine scans for; the count's digits first would be a class tried at every
+# character) and the first match in the reversed text is the last one in the text (matches cannot
+# overlap: each ends with its word, and the next needs a boundary before its digits).
+_TEST_COUNT_REVERSED = tuple(re.compile(word + r"[ \t]+\d+\b") for word in (
+    r"dessap(?<!\wdessap)", r"deliaf(?<!\wdeliaf)", r"rorre(?:(?<!\wrorre)|(?<=srorre)(?<!\wsrorre))"))
 _TEST_SUMMARY_RE = re.compile(
     r"\ntest result: .*$"  # cargo
     r"|\nTests?:\s+.*$"  # jest
@@ -164,6 +170,13 @@ def _last_match(pattern: re.Pattern[str], text: str, chunk: int = 2048) -> re.Ma
     return None
 
 
+def _last_count(text: str) -> re.Match[str] | None:
+    """The last match of :data:`_TEST_COUNT_RE` in ``text`` (``3 passed``, ``1 failed``, ``2 errors``)."""
+    rev = text[::-1]
+    first = min((m.end() for rx in _TEST_COUNT_REVERSED if (m := rx.search(rev)) is not None), default=-1)
+    return None if first < 0 else _TEST_COUNT_RE.match(text, len(text) - first)
+
+
 def _lines_of(pattern: re.Pattern[str], body: str) -> Iterator[tuple[int, int]]:
     """(start, end) of each distinct line of ``body`` holding a match of ``pattern``, in order."""
     pos = 0
@@ -204,7 +217,7 @@ def _test_lines(el: Element, text: str) -> list[str]:
     summary = None
     found = _last_match(_TEST_SUMMARY_RE, nb)
     if "passed" in nb or "failed" in nb or "error" in nb:
-        count = _last_match(_TEST_COUNT_RE, nb)
+        count = _last_count(nb)
         if count is not None and (found is None or count.start() > found.start()):
             start, end = _line_at(nb, count)
             summary = nb[start:end]
