@@ -332,3 +332,12 @@ def test_the_last_count_is_the_last_match_of_the_count_pattern(text: str) -> Non
     plain = list(S._TEST_COUNT_RE.finditer(nb))
     got = S._last_count(nb)
     assert (got.span() if got else None) == (plain[-1].span() if plain else None)
+
+
+def test_a_tap_run_is_summarised_by_its_counts_and_failing_tests() -> None:
+    out = ("TAP version 13\n# Subtest: adds\nok 1 - adds\n# Subtest: parse\n    # Subtest: reads a field\n"
+           "    not ok 1 - reads a field\n      ---\n      error: 'boom'\n      ...\n    1..1\nnot ok 2 - parse\n"
+           "  ---\n  failureType: 'subtestsFailed'\n  error: '1 subtest failed'\n  ...\n1..2\n# tests 2\n# suites 1\n"
+           "# pass 1\n# fail 1\n# duration_ms 12.5\n")
+    el = Element(uid="u", kind=Kind.TEST_RESULT, text=out, tool="Bash", command="node --test", passed=False)
+    assert summarize(el, max_chars=600).splitlines()[1:] == ["tests 2, pass 1, fail 1", "failed: parse › reads a field"]

@@ -747,6 +747,8 @@ def test_is_test_command(cmd: str, expected: bool) -> None:
         ("", False, None),
         ("All tests passed!", False, True),
         ("pass the salt\nOKAY", False, None),
+        ("ok 1 - adds\nnot ok 2 - subs\n1..2\n# tests 2\n# pass 1\n# fail 1", False, False),  # TAP (node --test)
+        ("ok 1 - adds\n1..1\n# tests 1\n# pass 1\n# fail 0", False, True),
     ],
 )
 def test_test_outcome(output: str, is_error: bool, expected: bool | None) -> None:

@@ -267,3 +267,42 @@ def test_identifier_term_with_other_terms_through_every_path(store, monkeypatch,
     other = _put(store, "tool", "the lock timeout of row 0 passed", tool="Bash")
     assert set(_ids(store, "0", "LockTimeout")) == {*rows, other}
     assert set(_ids(store, "0", "AAa")) == set()
+
+
+# ---- identifier words: the words around the places the case turns, as the plain token scan finds them ----
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _plain_identifier_words(text: str) -> str:
+    """The plain form: every ``_TOKEN_RE`` word of the text, each once, through the same checks."""
+    if len(text) > 2 * RR.IDENT_SCAN:
+        text = text[: RR.IDENT_SCAN] + "\n" + text[-RR.IDENT_SCAN :]
+    out: list[str] = []
+    size = 0
+    for token in dict.fromkeys(RR._TOKEN_RE.findall(text)):
+        if token.islower() or token.isupper():
+            continue
+        phrase = RR.identifier_phrase(token)
+        if not phrase:
+            continue
+        size += len(phrase) + 1
+        if size > RR.MAX_IDENT_CHARS:
+            break
+        out.append(phrase)
+    return "\n".join(out)
+
+
+@settings(max_examples=800, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["get", "User", "ID", "2", "HTTP", "Server", "a", "Z", "9", "_", " ", ".", "\n",
+                                 "é", "À", "ǅ", "\ud800", "lockTimeout", "URLs", "A1B", "x9Y", "-", "9abC"]),
+                max_size=40).map("".join))
+def test_identifier_words_are_the_plain_token_scans(text: str) -> None:
+    assert RR.identifier_words(text) == _plain_identifier_words(text)
+
+
+def test_identifier_words_stop_at_their_cap_as_the_plain_scan_does() -> None:
+    text = " ".join(f"fooBar{i}Baz" for i in range(3000))
+    assert RR.identifier_words(text) == _plain_identifier_words(text)
+    assert len(RR.identifier_words(text)) <= RR.MAX_IDENT_CHARS

@@ -2,7 +2,7 @@
 
 Rows are runners, columns wrappers. Each cell is a command and its output; the output is either
 captured by running the real tool here (``*.real.txt`` in tests/data/runners: pytest, unittest -v and
-plain, jest, vitest, mocha, cargo test; make + pytest and npm test / npm run + jest, vitest, mocha were
+plain, jest, vitest, mocha, cargo test, node --test (TAP, as it prints into a pipe); make + pytest and npm test / npm run + jest, vitest, mocha were
 run for real too) or written from the runner's documented output format (``*.written.txt``: go test,
 cargo nextest, rspec, phpunit, dotnet test, Maven surefire, Gradle; not installable here). A wrapper
 cell without a real capture adds the wrapper's own documented lines around the runner's output (the
@@ -53,6 +53,8 @@ RUNNERS: dict[str, tuple[str, str, list[str], str]] = {
     "dotnet test": ("dotnet test", "dotnet-test.written.txt", ["Calc.Tests.CalcTests.AddNegative"], "AddNegative"),
     "maven": ("mvn test", "mvn-test.written.txt", ["CalcTest.addNegative"], "addNegative"),
     "gradle": ("./gradlew test", "gradle-test.written.txt", ["CalcTest.addNegative"], "addNegative"),
+    "node --test": ("node --test", "node-test.real.txt",
+                    ["adds negative numbers", "parse › reads a field of an empty input"], "adds negative numbers"),
 }
 # wrappers that were run for real with a runner: (runner, wrapper) -> captured file
 REAL_WRAPPED = {

@@ -34,6 +34,17 @@ def _plain_find_section(lines: list[str], key: str) -> int:
     return -1
 
 
+def _plain_tap_id(lines: list[str], i: int, indent: str, name: str) -> str:
+    parts, depth = [name], len(indent)
+    for k in range(i - 1, -1, -1):
+        if depth == 0:
+            break
+        if (m := T._TAP_SUBTEST_RE.match(lines[k])) is not None and len(m.group(1)) < depth:
+            parts.append(m.group(2).strip())
+            depth = len(m.group(1))
+    return " › ".join(reversed(parts))
+
+
 def plain_failure_lines(output: str) -> list[tuple[str, str]]:
     if not output:
         return []
@@ -74,6 +85,11 @@ def plain_failure_lines(output: str) -> list[tuple[str, str]]:
             add(f"{m.group(2)}.{m.group(1)}", at=i)
         elif m := T._GO_RE.match(ln):
             add(m.group(1), T._go_error(lines, i, m.group(1)))
+        elif m := T._TAP_RE.match(ln):
+            if m.group(2) and not T._TAP_DIRECTIVE_RE.search(m.group(2)):
+                tid = _plain_tap_id(lines, i, m.group(1), m.group(2))
+                if (err := T._tap_error(lines, i)) is not None:
+                    add(tid, err)
         elif m := T._CARGO_RE.match(s):
             sec = next((k for k, x in enumerate(lines) if x.startswith(f"---- {m.group(1)} ")), -1)
             add(m.group(1), at=sec)
@@ -173,6 +189,16 @@ _SHAPES = st.one_of(
     _NAMES.map(lambda n: f"       {n}:"),
     _NAMES.map(lambda n: f"  CalcTest.{n}:12 expected 1"),
     _NAMES.map(lambda n: f"  {n}(CalcTest): boom"),
+    _NAMES.map(lambda n: f"not ok 3 - {n}"),
+    _NAMES.map(lambda n: f"    not ok 1 - {n}"),
+    _NAMES.map(lambda n: f"  not ok 2 {n} # TODO later"),
+    _NAMES.map(lambda n: f"# Subtest: {n}"),
+    _NAMES.map(lambda n: f"    # Subtest: {n}"),
+    _NAMES.map(lambda n: f"  error: '{n} broke'"),
+    _NAMES.map(lambda n: f"      error: \"{n} \\\"quoted\\\"\""),
+    st.sampled_from(["  ---", "      ---", "  ...", "      ...", "  error: |-", "    Expected 1 to equal 2",
+                     "      -3 !== -4", "  failureType: 'subtestsFailed'", "  message: 'msg'", "not ok 7",
+                     "ok 1 - fine", "1..3", "# fail 1"]),
     _NAMES.map(lambda n: f"[ERROR] FAILED t/x.py::{n}"),
     _NAMES.map(lambda n: f"py311: FAILED t/x.py::{n}"),
     _NAMES.map(lambda n: f"nox > FAIL: {n} (m.C)"),
@@ -211,11 +237,12 @@ def test_the_mark_gate_is_a_superset_of_every_form() -> None:
     # every runner form of the module needs a mark on its line: a line without one matches none
     forms = [v for k, v in vars(T).items() if k.endswith("_RE") and isinstance(v, re.Pattern)
              and k not in ("_ANSI_RE", "_PREFIX_RE", "_ERR_RE", "_LABEL_RE",
-                           "_GO_RUN_RE", "_MOCHA_CONT_RE", "_MAVEN_RE", "_MAVEN_OLD_RE")]
-    assert len(forms) == 15
+                           "_GO_RUN_RE", "_MOCHA_CONT_RE", "_MAVEN_RE", "_MAVEN_OLD_RE",
+                           "_TAP_DIRECTIVE_RE", "_TAP_SUBTEST_RE", "_TAP_KEY_RE")]
+    assert len(forms) == 16
     samples = ["FAILED t.py::x", "t.py::x FAILED", "FAIL: x (m.C)", "--- FAIL: X", "test a ... FAILED",
                "FAIL [ 0.1s] c a::b", " FAIL  a.test.ts > s > n", "● n", "rspec ./a.rb:1 # d", "1) A\\B::c",
-               "Failed A.B [1 ms]", "A > b() FAILED", "Failures:", "  1) x", " FAIL  a.test.js"]
+               "Failed A.B [1 ms]", "A > b() FAILED", "Failures:", "  1) x", " FAIL  a.test.js", "not ok 1 - x"]
     for s in samples:
         assert any(f.match(s) or f.match(s.strip()) for f in forms), s
         assert T._marked(s) == [0], s

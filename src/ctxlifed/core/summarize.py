@@ -10,8 +10,8 @@ Rules:
     ``fatal:``, ``Exception``;
   * test result: the runner's summary line (pytest ``3 passed, 1 failed in 0.12s``, unittest ``Ran N
     tests`` + ``OK``/``FAILED``, go ``ok``/``FAIL``, cargo ``test result:``, jest ``Tests:``, mocha
-    ``N passing``), the failing test names (any other runner's through
-    :mod:`~ctxlifed.core.testfail`) and the first assertion line;
+    ``N passing``, TAP ``# tests``/``# pass``/``# fail`` as ``tests 6, pass 4, fail 2``), the failing
+    test names (any other runner's through :mod:`~ctxlifed.core.testfail`) and the first assertion line;
   * code change: ``+added -removed`` lines when the text is a patch (else the line count written) and
     the first defined symbols;
   * other tools: line/result counts and the first (and, for Bash, last) output line;
@@ -71,6 +71,7 @@ _TEST_SUMMARY_RE = re.compile(
     r"|\n(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\)|\[[^\]]*\]).*$|\n(?:PASS|FAIL)$",  # go
     re.M,
 )
+_TAP_COUNT_RE = re.compile(r"\n# (tests|pass|fail) (\d+)$", re.M)  # the last of each wins (dict)
 _UNITTEST_RAN_RE = re.compile(r"\n(Ran \d+ tests? in .*)$", re.M)
 _UNITTEST_STATUS_RE = re.compile(r"\n((?:OK|FAILED)\b.*)$", re.M)
 _FAILED_NAME_RE = re.compile(
@@ -228,6 +229,9 @@ def _test_lines(el: Element, text: str) -> list[str]:
         status = _UNITTEST_STATUS_RE.findall(nb)
         if ran or status:
             summary = " ".join(x[-1] for x in (ran, status) if x)
+    if summary is None and "\n# tests " in nb:  # TAP (node --test): "# tests 6", "# pass 4", "# fail 2" lines
+        counts = dict(_TAP_COUNT_RE.findall(nb))
+        summary = ", ".join(f"{word} {counts[word]}" for word in ("tests", "pass", "fail") if word in counts)
     if summary:
         out.append(summary.strip().strip("=").strip())
     names: list[str] = []

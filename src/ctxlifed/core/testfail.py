@@ -16,10 +16,12 @@ Rules:
   ``./spec/x_spec.rb:12``; phpunit ``1) Tests\\FooTest::testBar`` -> ``Tests\\FooTest::testBar``;
   dotnet ``Failed Ns.Class.Method [12 ms]`` -> ``Ns.Class.Method``; Maven surefire ``Class.method:12``
   lines under ``Failures:`` / ``Errors:`` -> ``Class.method``; Gradle ``ClassTest > method() FAILED``
-  -> ``ClassTest.method``.
+  -> ``ClassTest.method``; TAP (``node --test`` in a pipe, tap, prove) ``not ok 2 - name`` -> ``name``,
+  ``suite › name`` when nested under ``# Subtest: suite``; a ``# TODO``/``# SKIP`` line is not a
+  failure, nor a suite that fails only through its subtests (node's ``failureType: 'subtestsFailed'``).
 - :func:`failure_lines`: ``(id, error line)`` pairs; the error line is the first assertion or error
-  line the runner printed for that test (pytest ``E`` lines, ``AssertionError``, ``expected``...),
-  "" when none is found.
+  line the runner printed for that test (pytest ``E`` lines, ``AssertionError``, ``expected``...; TAP:
+  the ``error:`` of the test's YAML block, a block scalar's lines joined), "" when none is found.
 - Linear in the output: a line is run through the runners' forms only when it holds one of their marks
   (:data:`_MARKS`: every form needs one of these words somewhere on its line), or when the line before left a state the next line completes (a mocha title, a Maven list);
   the places a test's report starts (pytest/rspec section heads, cargo ``---- name`` blocks, nextest
@@ -30,6 +32,7 @@ Rules:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 __all__ = ["MAX_FAILS", "failing_tests", "failure_lines"]
 
@@ -59,6 +62,11 @@ _MAVEN_HEAD_RE = re.compile(r"^(?:Failed tests|Tests in error|Failures|Errors):\
 _MAVEN_RE = re.compile(r"^\s*(?:Run \d+: )?([\w$.]+)\.(\w+)(?::\d+)?(?:\s+(.*))?$")
 _MAVEN_OLD_RE = re.compile(r"^\s*(\w+)\(([\w$.]+)\)(?::\s*(.*))?$")
 _GRADLE_RE = re.compile(r"^([\w$.]+) > (.+?)(?:\(\))? FAILED$")
+_TAP_RE = re.compile(r"^([ \t]*)not ok \d+(?:[ \t]+-)?[ \t]*(.*?)[ \t]*$")
+_TAP_DIRECTIVE_RE = re.compile(r"(?<!\\)#[ \t]*(?:todo|skip)\b", re.I)
+_TAP_SUBTEST_RE = re.compile(r"^([ \t]*)# Subtest: (.+)$")
+_TAP_KEY_RE = re.compile(r"^([ \t]*)(error|message|failureType):[ \t]*(.*)$")
+TAP_BLOCK = 80  # lines of a TAP test's YAML block read for its error
 
 _ERR_RE = re.compile(
     r"^\s*E\s+(\S.*)$"
@@ -93,17 +101,58 @@ def _go_error(lines: list[str], i: int, name: str) -> str:
 
 
 # Every runner form above needs one of these marks on its line: FAILED/FAIL/Failed/Failures, ERROR/Errors,
-# Tests in error, TIMEOUT, SIGSEGV/SIGABRT, ``rspec ``, a ``1) `` number, and (in a text that is not all
+# Tests in error, TIMEOUT, SIGSEGV/SIGABRT, ``rspec ``, a ``1) `` number, ``not ok ``, and (in a text that is not all
 # ASCII) a × ✗ ✕ ● mark. A line without any of them matches none. Each mark is found by its own literal
 # (the engine's fast literal scan; one alternation would be tried at every character), and a match
 # takes the rest of its line, so each pattern matches a line at most once.
 _MARKS = (r"F(?:AIL|ail)", r"E(?:RROR|rrors)", r"T(?:ests in error|IMEOUT)", r"SIG(?:SEGV|ABRT)", r"rspec ",
-          r"\) (?<=\d\) )")
+          r"\) (?<=\d\) )", r"not ok ")
 _MARK_RES = tuple(re.compile(mark + r"[^\n]*+") for mark in _MARKS)
 _WIDE_MARK_RES = _MARK_RES + tuple(re.compile(mark + r"[^\n]*+") for mark in "×✗✕●")
 # A wrapper's prefix (``_PREFIX_RE``) starts a line with ``[ERROR]``/``[INFO]``/``[WARNING]`` or ``nox > ``,
 # or is a ``name: `` before ``FAILED ``/``ERROR `` (a marked line): the lines it is cut from.
 _PREFIXED_RES = (re.compile(r"\n\[(?=(?:ERROR|INFO|WARNING)\])"), re.compile(r"\nnox > "))
+
+
+def _tap_unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1].replace("''", "'")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return value
+
+
+def _tap_error(lines: list[str], i: int) -> str | None:
+    """The error of the TAP test reported on line ``i``, from the YAML block after it (``---`` ... ``...``):
+    ``error:`` (a quoted or plain value, or a block scalar's lines joined), else ``message:``, else "".
+    None when the block says the test failed only through its subtests."""
+    if i + 1 >= len(lines) or lines[i + 1].strip() != "---":
+        return ""
+    found: dict[str, str] = {}
+    key, indent, block = "", -1, []
+    for ln in lines[i + 2 : i + 2 + TAP_BLOCK]:
+        if ln.strip() == "...":
+            break
+        if key:  # inside a block scalar: its lines are indented past its key
+            if not ln.strip() or len(ln) - len(ln.lstrip()) > indent:
+                if ln.strip():
+                    block.append(ln.strip())
+                continue
+            found.setdefault(key, " ".join(block))
+            key = ""
+        m = _TAP_KEY_RE.match(ln)
+        if m is None:
+            continue
+        name, value = m.group(2), m.group(3).strip()
+        if value in ("|", "|-", "|+", ">", ">-", ">+"):
+            key, indent, block = name, len(m.group(1)), []
+        else:
+            found.setdefault(name, _tap_unquote(value))
+    if key:
+        found.setdefault(key, " ".join(block))
+    if found.get("failureType") == "subtestsFailed":
+        return None
+    return found.get("error") or found.get("message") or ""
 
 
 def _clean(text: str) -> str:
@@ -174,6 +223,7 @@ class _Sections:
         self._heads: list[tuple[int, str]] | None = None
         self._cargo: dict[str, int] | None = None
         self._stderr: list[tuple[int, str]] | None = None
+        self._subtests: tuple[list[int], list[int], list[str], list[int]] | None = None
         self._found: dict[tuple[int, str], int] = {}
 
     def section(self, key: str) -> int:
@@ -196,6 +246,39 @@ class _Sections:
                     if j > 5:
                         self._cargo.setdefault(ln[5:j], i)
         return self._cargo.get(name, -1)
+
+    def tap_id(self, i: int, indent: str, name: str) -> str:
+        """The TAP test ``name`` on line ``i``, behind the ``# Subtest:`` names it is nested in (``suite ›
+        name``): the nearest head above it indented less, then that head's own, and so on."""
+        if not indent:
+            return name
+        if self._subtests is None:
+            rows: list[int] = []
+            depths: list[int] = []
+            names: list[str] = []
+            parents: list[int] = []  # per head, the nearest head above it indented less (-1: none)
+            open_: list[int] = []
+            for k, ln in enumerate(self.lines):
+                if "# Subtest: " in ln and (m := _TAP_SUBTEST_RE.match(ln)) is not None:
+                    depth = len(m.group(1))
+                    while open_ and depths[open_[-1]] >= depth:
+                        open_.pop()
+                    parents.append(open_[-1] if open_ else -1)
+                    open_.append(len(rows))
+                    rows.append(k)
+                    depths.append(depth)
+                    names.append(m.group(2).strip())
+            self._subtests = (rows, depths, names, parents)
+        rows, depths, names, parents = self._subtests
+        parts = [name]
+        depth = len(indent)
+        h = bisect_left(rows, i) - 1
+        while h >= 0 and depth > 0:  # up the chain of heads: a head indented as deep or deeper is a sibling's
+            if depths[h] < depth:
+                parts.append(names[h])
+                depth = depths[h]
+            h = parents[h]
+        return " › ".join(reversed(parts))
 
     def nextest(self, name: str, default: int) -> int:
         """nextest: the first ``STDERR`` head naming ``name``, else ``default``."""
@@ -267,6 +350,11 @@ def failure_lines(output: str) -> list[tuple[str, str]]:
         elif m := _GO_RE.match(ln):
             if wanted(m.group(1)):
                 add(m.group(1), _go_error(lines, i, m.group(1)))
+        elif m := _TAP_RE.match(ln):
+            if m.group(2) and not _TAP_DIRECTIVE_RE.search(m.group(2)):
+                tid = sections.tap_id(i, m.group(1), m.group(2))
+                if wanted(tid) and (err := _tap_error(lines, i)) is not None:
+                    add(tid, err)
         elif m := _CARGO_RE.match(s):
             if wanted(m.group(1)):
                 add(m.group(1), at=sections.cargo(m.group(1)))

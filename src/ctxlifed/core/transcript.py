@@ -285,7 +285,8 @@ _FAIL_RE = re.compile(
     r"|^ERROR\b"
     r"|test result: FAILED"
     r"|^Tests?:.*\b[1-9]\d*\s+failed"
-    r"|\b(?:Failures|Errors|Failed):\s+[1-9]|^\s*Failed!|\bBUILD FAIL(?:ED|URE)\b",
+    r"|\b(?:Failures|Errors|Failed):\s+[1-9]|^\s*Failed!|\bBUILD FAIL(?:ED|URE)\b"
+    r"|^# fail [1-9]",  # TAP (node --test)
     re.M,
 )
 _PASS_RE = re.compile(
