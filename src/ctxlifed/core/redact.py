@@ -53,13 +53,21 @@ Rules:
   regex engine scans for as fast as ``str.find``; a vendor pattern is searched directly, a family
   that does not start with a literal runs only when one of its trigger substrings is present; the
   assignment family of a long text runs one pattern per keyword (a literal start) instead of one
-  alternation tried at every letter; the case-insensitive families run on a lower-cased copy
-  (same length) rather than with ``re.IGNORECASE``. The rarer vendors and base64 are looked for
-  only in the token runs around 16+ letters/digits in a row, found with one ``bytes.find`` on a
-  byte copy of character classes (``_long_runs``), and matched only where a run or a ``.+/=~$``
-  part of it starts; command-line flags and ``.pgpass`` ports are found by a literal first, then
-  their line is looked at. Decoding is bounded (a base64 run is decoded once, its decoding is not
-  decoded again). Costs are measured in bench/, not here.
+  alternation tried at every letter, their next matches kept in the order they start; the
+  case-insensitive families run on a lower-cased copy (same length) rather than with
+  ``re.IGNORECASE``. The rarer vendors and base64 are looked for only in the token runs around 16+
+  letters/digits in a row, found with one ``bytes.find`` on a byte copy of character classes
+  (``_long_runs``), and matched only where a run or a ``.+/=~$`` part of it starts with room left
+  for the shortest such token (each vendor's branch starts with its own first character, so the
+  regex engine passes over the branches that cannot start there); a run that yielded nothing
+  without looking outside itself is not looked at again in the same text (a backtrace repeats its
+  paths in every frame). Command-line flags are found by a literal first, then their line is
+  looked at; a ``.pgpass`` line by its port, database and user fields (a literal ``:`` first: a
+  clock time or a ``file:12:`` fails inside the regex engine), then the line is matched once from
+  its start, without backtracking (linear in the text however many colons a line holds).
+  Decoding is bounded (a base64 run is decoded once, its decoding is not decoded again) and
+  skipped where the first two characters give a byte >= 0x80 (most hex SHAs). Costs are measured
+  in bench/, not here.
 - ``redact_obj`` walks dicts/lists/tuples iteratively (any depth; no recursion limit): a key goes
   through ``redact`` like any string (two keys redacted alike stay two: ``#2``); a non-empty string
   under a secret-named key is replaced wholesale (unless it is a reference/placeholder), under
@@ -281,11 +289,16 @@ _RARE_VENDOR: list[tuple[str, str]] = [
     ("xai", "xai-[A-Za-z0-9]{80}"),
     ("yandex", "AQVN[A-Za-z0-9_\\-]{35,38}|t1\\.[A-Za-z0-9_\\-]+={0,2}\\.[A-Za-z0-9_\\-]{86}={0,2}"),
 ]
-_RARE_RE = _Lazy(  # one look-behind, then a branch per vendor (most start with a literal)
+# One look-behind, then a branch per vendor; a branch ends with an empty group that names its
+# vendor (``lastgroup``), so a branch starts with its own first item: the regex engine skips a branch
+# whose first literal is not the next character without entering it (a group around the whole
+# branch would be entered first, at every branch).
+_RARE_RE = _Lazy(
     f"(?<![{_TOKCH}])(?:"
-    + "|".join(f"(?P<v{i}>{body})" for i, (_t, body) in enumerate(_RARE_VENDOR))
+    + "|".join(f"(?:{body})(?P<v{i}>)" for i, (_t, body) in enumerate(_RARE_VENDOR))
     + f")(?![{_TOKCH}])"
 )
+_RARE_MIN = 20  # the fewest characters a branch of _RARE_RE matches (flutterwave's); tests check it
 _RARE_TYPE = {f"v{i}": typ for i, (typ, _b) in enumerate(_RARE_VENDOR)}
 _DISCORD = next(f"v{i}" for i, (typ, _b) in enumerate(_RARE_VENDOR) if typ == "discord")
 
@@ -312,6 +325,12 @@ _B64_MAX = 8192
 _B64_PEM = "LS0tLS1CRUdJTi"  # base64 of "-----BEGIN"
 _B64_WRAPPED = _Lazy("(?:\\r?\\n[ \\t]*[A-Za-z0-9+/]{16,}={0,2})+")  # the lines that follow
 _PRINTABLE = _Lazy(b"[\\t\\n\\r\\x20-\\x7e]+\\Z")
+# A segment's first two characters give its first decoded byte's top six bits and its second's
+# top two and low four: both bytes are below 0x80 (printable ones are) only when the first is
+# worth 0-31 (A-Z a-f) and the second's low four bits are below 8 (A-H Q-X g-n w-z 0-3; the
+# URL-safe "-" and "_" are worth 62 and 63). A segment starting otherwise is not decoded.
+_B64_ASCII_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef")
+_B64_ASCII_SECOND = frozenset("ABCDEFGHQRSTUVWXghijklmnwxyz0123")
 _USERPASS = _Lazy("[^\\s:/@]{1,64}:(?!//)[^\\s]{3,}\\Z")
 
 # ---- PEM private keys: BEGIN line, body (base64, headers, escaped newlines), optional END line -----
@@ -730,27 +749,50 @@ def _long_runs(text: str) -> list[tuple[int, int]]:
 
 
 def _long_token_spans(text: str, decode: bool) -> list[tuple[int, int, str]]:
-    """Rare vendor tokens and base64-hidden secrets inside the long token runs of ``text``."""
+    """Rare vendor tokens and base64-hidden secrets inside the long token runs of ``text``.
+
+    A run that yields nothing, and whose result did not look outside the run, yields nothing
+    wherever the same characters stand in the text, so a repeated run (a path in every frame of a
+    backtrace) is looked at once per call. Only the base64 family looks outside a run: a segment
+    at the run's start is skipped after ``basic `` (such a run is not remembered), and a PEM key
+    takes the lines after it (a run with a span is not remembered)."""
     spans: list[tuple[int, int, str]] = []
+    clean: set[str] = set()  # runs seen to yield nothing whatever surrounds them
     for a, b in _long_runs(text):
         run = text[a:b]
+        if run in clean:
+            continue
         found = False
         pos = 0
-        while pos >= 0:  # a token starts the run or follows one of . + / = ~ $ (tried there only)
+        last = len(run) - _RARE_MIN  # no token starts after this
+        while 0 <= pos <= last:  # a token starts the run or follows one of . + / = ~ $ (tried there only)
             m = _RARE_RE.match(run, pos)
             if m is not None and (m.lastgroup != _DISCORD or _is_discord_token(m.group())):
                 spans.append((a + m.start(), a + m.end(), f"[REDACTED:{_RARE_TYPE[m.lastgroup or '']}]"))
                 found = True
             nxt = _RUN_SEP.search(run, m.end() if m is not None else pos)
             pos = nxt.end() if nxt is not None else -1
-        if found or not decode:
+        if found:
             continue
+        if not decode:
+            clean.add(run)
+            continue
+        context = False
+        before = len(spans)
         for m in _B64_SEG.finditer(run):
-            if a + m.start() >= 6 and text[a + m.start() - 6 : a + m.start()].lower() == "basic ":
+            s = m.start()
+            # "basic " ends with a space, which no run holds: only a segment at the run's start
+            # can follow it
+            if s == 0 and a >= 6 and text[a - 6 : a].lower() == "basic ":
+                context = True
                 continue  # "Authorization: Basic …" is the header family's
-            end = _b64_secret_end(text, a + m.start(), a + m.end())
+            if run[s] not in _B64_ASCII_FIRST or run[s + 1] not in _B64_ASCII_SECOND:
+                continue  # it decodes to a byte >= 0x80 first: not printable (a hex SHA, mostly)
+            end = _b64_secret_end(text, a + s, a + m.end())
             if end:
-                spans.append((a + m.start(), end, "[REDACTED:base64]"))
+                spans.append((a + s, end, "[REDACTED:base64]"))
+        if not context and len(spans) == before:
+            clean.add(run)
     return spans
 
 
@@ -835,10 +877,16 @@ _CLI = [
     _Lazy(r"--(?:password|passwd|pass|token|api-key|secret)(?:=|[ \t]+)['\"]?([^\s'\"-][^\s'\"]*)"),
 ]
 _CLI_FLAG = _Lazy(_CLI_FLAG_RE)
-_PGPASS_PORT = _Lazy(r":(?:[0-9]{1,5}|\*):")
-_PGPASS = _Lazy(  # host:port:database:user:password (database and user are names; "*" is any)
-    r"([a-z0-9_.\-*]*[a-z.*][a-z0-9_.\-*]*):(?:[0-9]{1,5}|\*):"
-    r"([a-z0-9_.\-*$]+):([a-z0-9_.\-*@$]+):([^\s]{3,})[ \t]*\r?$",
+# host:port:database:user:password (database and user are names; "*" is any). A line is found by
+# its port, database and user fields (a literal ":" first; a clock time or a "file:12:" fails inside
+# the regex engine), then matched from its start without backtracking: a host is host characters
+# with a letter, "." or "*" among them; no field holds a ":", so each runs to the next one; the
+# password is all of the non-space characters after the user (a shorter one would be followed by
+# one of them, not by the line's end), then only spaces, tabs, a "\r" before the line's end.
+_PGPASS_FIELDS = _Lazy(r":(?:[0-9]{1,5}|\*):[a-z0-9_.\-*$]+:[a-z0-9_.\-*@$]+:")
+_PGPASS_LINE = _Lazy(
+    r"[0-9_\-]*+[a-z.*][a-z0-9_.\-*]*+:(?:[0-9]{1,5}|\*):"
+    r"[a-z0-9_.\-*$]++:[a-z0-9_.\-*@$]++:([^\s]{3,}+)[ \t]*+\r?$",
     re.M,
 )
 
@@ -869,19 +917,24 @@ def _cli_spans(text: str) -> list[tuple[int, int, str]]:
 
 
 def _pgpass_spans(text: str, low: str) -> list[tuple[int, int, str]]:
-    """``host:port:database:user:password`` lines (.pgpass): the password goes. The port field
-    (``:5432:``, ``:*:``, a literal ``:`` first) is looked for before the line is."""
+    """``host:port:database:user:password`` lines (.pgpass): the password goes. The fields from the
+    port to the user are found first (``_PGPASS_FIELDS``); the line of the first of them on a line
+    is matched from its start (``_PGPASS_LINE``): a host holds no ``:``, so on a .pgpass line that
+    first one follows the line's first ``:``. Each line is matched once, and each character is
+    looked at a bounded number of times (back to the fields found before, on to the line's end)."""
     out = []
-    pos = 0
-    for probe in _PGPASS_PORT.finditer(low):
-        if probe.start() < pos:
+    prev = -1  # where the fields found last start
+    for m in _PGPASS_FIELDS.finditer(low):
+        start = low.rfind("\n", max(prev, 0), m.start()) + 1
+        if prev >= 0 and start == 0:
+            continue  # on the line of the fields found last: that line is matched already
+        prev = m.start()
+        line = _PGPASS_LINE.match(low, start)
+        if line is None:
             continue
-        start = low.rfind("\n", 0, probe.start()) + 1
-        m = _PGPASS.match(low, start)
-        pos = probe.end()
-        if m and not _is_reference(text[m.start(4) : m.end(4)]) and not m.group(4).isdigit():
-            out.append((m.start(4), m.end(4), "[REDACTED:password]"))
-            pos = m.end()
+        s, e = line.span(1)
+        if not _is_reference(text[s:e]) and not line.group(1).isdigit():
+            out.append((s, e, "[REDACTED:password]"))
     return out
 
 
@@ -964,7 +1017,8 @@ def _assign_matches(low: str) -> Any:
     own pattern, earliest first, each searched again from the end of the last match taken when it
     began before it (so overlaps resolve as a single left-to-right scan would). At one position
     at most one keyword can start (they differ in their first two letters), so the match there
-    is the one the alternation finds."""
+    is the one the alternation finds. The next matches wait in a list kept in the order they start
+    (never equal): the ones searched again are at its front, each put back where it now starts."""
     if len(low) <= _SHORT:
         yield from _ASSIGN.finditer(low)
         return
@@ -973,21 +1027,20 @@ def _assign_matches(low: str) -> Any:
         m = pat.search(low)
         if m is not None:
             heads.append((m.start(), i, m))
-    pos = 0
+    heads.sort(key=lambda h: h[0])  # never compares match objects
     while heads:
-        heads.sort(key=lambda h: (h[0], h[1]))  # never compares match objects
-        _start, _i, m = heads[0]
+        m = heads[0][2]
         yield m
         pos = m.end()
-        nxt: list[tuple[int, int, re.Match[str]]] = []
-        for start, i, mm in heads:
-            if start < pos:
-                found = _ASSIGN_BY_KW[i].search(low, pos)
-                if found is None:
-                    continue
-                start, mm = found.start(), found
-            nxt.append((start, i, mm))
-        heads = nxt
+        while heads and heads[0][0] < pos:  # the match taken, and any that began inside it
+            i = heads.pop(0)[1]
+            found = _ASSIGN_BY_KW[i].search(low, pos)
+            if found is not None:
+                start = found.start()
+                k = len(heads)
+                while k and heads[k - 1][0] > start:
+                    k -= 1
+                heads.insert(k, (start, i, found))
 
 
 def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
