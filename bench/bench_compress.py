@@ -10,6 +10,15 @@ Working zone past 60 % of a 200k window).
 - ``25KB``: an output under Claude Code's cut (~6k tokens): replaced at level 1, kept at level 0.
 Requests come 10 ms apart (Claude Code's hooks are a shim start apart), one connection per request.
 Every ``on`` reply must carry ``updatedToolOutput`` and every ``off`` reply none (checked).
+
+Then, in this process, the same path's pure steps on the real 100 KB outputs of
+bench/digest_corpus/large/ (``make_corpus.py --large``: pytest, unittest, node --test, cargo, gcc, ruff,
+mypy, tsc, git, grep, ls, a log, a crash), each with its own command, as PostToolUse delivers them
+(the first 30,000 characters in ``stdout``, the whole in the persisted file): the payload's redaction
+(``redact_obj``, on arrival), the full text's redaction, the decision, the archive row (element, L1
+summary, priority, identifier words), the lesson classifier and the digest. CPU per step (the minimum of
+``STAGE_ROUNDS`` rounds per output, rounds interleaved across outputs), the median and the worst output.
+With ``--src`` the steps are those of that tree.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ import msgspec
 from _common import Daemon, call, daemon_env, dist, new_session, rmtree, short_tmp, target, tool_output, transcript_turn
 
 GAP_S = 0.010
+STAGE_ROUNDS = 15
+LARGE = Path(__file__).resolve().parent / "digest_corpus" / "large"
 
 
 class Sess:
@@ -58,6 +69,53 @@ class Sess:
             "hook_event_name": "PostToolUse", "tool_name": "Bash",
             "tool_input": {"command": "pytest -q tests 2>&1 | tee test.log", "description": "Run the tests"},
             "tool_response": tr, "tool_use_id": tid})
+
+
+def stages(rounds: int) -> dict[str, dict[str, float]]:
+    """CPU ms per step of the compress path (module doc) on each real 100 KB output: {step: {output: min}}."""
+    from ctxlifed.core import classify, summarize
+    from ctxlifed.core.compress_policy import CompressSettings, decide
+    from ctxlifed.core.digest import digest
+    from ctxlifed.core.events import elements_from_event
+    from ctxlifed.core.hook_events import decode_hook
+    from ctxlifed.core.lessons.events import classify_hook
+    from ctxlifed.core.recall_rank import identifier_words
+    from ctxlifed.core.redact import compile_all, redact, redact_obj
+
+    compile_all()
+    settings = CompressSettings()
+    cases = []
+    for meta in sorted(LARGE.glob("*.json")):
+        text = meta.with_suffix(".txt").read_text()
+        command = json.loads(meta.read_text())["command"]
+        payload = {"session_id": "s", "transcript_path": "/t.jsonl", "cwd": "/p", "hook_event_name": "PostToolUse",
+                   "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "toolu_01",
+                   "tool_response": {"stdout": text[:30_000], "stderr": "", "interrupted": False, "isImage": False,
+                                     "noOutputExpected": False, "persistedOutputPath": "/x.txt",
+                                     "persistedOutputSize": len(text)}}
+        full = decode_hook({**payload, "tool_response": {**payload["tool_response"], "stdout": text}})
+        el = elements_from_event(full, ts=0.0, max_chars=2_000_000)[0]
+        cases.append((meta.stem, command, text, payload, full, el))
+    steps = {
+        "redact payload (arrival)": lambda c: redact_obj(c[3]),
+        "redact full text": lambda c: redact(c[2]),
+        "decide": lambda c: decide(c[4], level=1, phase="testing", settings=settings, full_text=c[2]),
+        "L1 summary": lambda c: summarize.summarize(c[5]),
+        "priority": lambda c: classify.priority(c[5], "testing"),
+        "identifier words": lambda c: identifier_words(c[5].text),
+        "lesson classifier": lambda c: classify_hook(c[4], event_id=1, ts=0.0),
+        "digest": lambda c: digest(c[2], command=c[1], archive_id=1, full_path="/x.txt",
+                                   original_tokens=len(c[2]) // 4),
+    }
+    best: dict[str, dict[str, float]] = {name: {} for name in steps}
+    for _ in range(rounds):
+        for c in cases:
+            for name, fn in steps.items():
+                t0 = time.process_time()
+                fn(c)
+                ms = (time.process_time() - t0) * 1000
+                best[name][c[0]] = min(ms, best[name].get(c[0], ms))
+    return best
 
 
 def run(quick: bool, log: Any = print) -> dict[str, Any]:
@@ -105,6 +163,13 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
     rows = [[f"compress.PostToolUse {size}, compression {mode}", dist(v), "ms",
              f"level {levels[mode]}, 1 connection/request, {GAP_S * 1000:.0f} ms apart, same run"]
             for (size, mode), v in out.items()]
+    steps = stages(3 if quick else STAGE_ROUNDS)
+    total = {name: sum(by[name] for by in steps.values()) for name in next(iter(steps.values()))}
+    for name, by in [*steps.items(), ("all steps", total)]:
+        worst = max(by, key=by.__getitem__)
+        vals = sorted(by.values())
+        rows.append([f"compress.step {name}", {"p50": round(vals[len(vals) // 2], 3), "max": round(by[worst], 3)},
+                     "ms", f"CPU, real 100 KB outputs ({len(vals)}); worst: {worst}"])
     rows.append(["compress.tokens kept out of the window (on)", comp["saved_tokens"], "tokens",
                  f"{comp['replaced']} outputs replaced; by kind {json.dumps({k: v['saved_tokens'] for k, v in comp['by_kind'].items()})}"])
     p99_on = dist(out[("100KB persisted", "on")])["p99"]
@@ -117,4 +182,4 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
     ]
     return {"rows": rows, "targets": targets,
             "data": {"latency_ms": {f"{s} {m}": dist(v) for (s, m), v in out.items()}, "levels": levels,
-                     "compression": comp}}
+                     "compression": comp, "steps_ms": steps}}

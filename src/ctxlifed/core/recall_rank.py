@@ -27,12 +27,12 @@ Rules:
 - :func:`identifier_words`: the words of camelCase / PascalCase identifiers (``LockTimeout`` ->
   ``Lock Timeout``, ``HTTPServer`` -> ``HTTP Server``, ``getUserID2`` -> ``get User ID2``), each
   identifier once, in order of first appearance, at most :data:`MAX_IDENT_CHARS` characters, from
-  the first and last :data:`IDENT_SCAN` characters of a text. Such an identifier has a lower-case letter or
-  digit before a capital, or two capitals before a lower-case letter: only the words around those places
-  are looked at, found with ``bytes.find`` on a copy of the text's character classes (the text is
-  archived on the hook path; a regex tried at every character costs several ms per 100 KB). The word index already splits
-  ``lock_timeout`` and ``db.pool.size`` at ``_`` and ``.``; these words let ``lock timeout`` and
-  ``timeout`` find ``LockTimeout`` too. :func:`identifier_phrase` is the same split for one query term.
+  the first and last :data:`IDENT_SCAN` characters of a text. Such an identifier has a lower-case letter
+  or digit before a capital, or two capitals before a lower-case letter: only the words around those
+  places are looked at, found with ``bytes.find`` on a copy of the text's character classes (the text is
+  archived on the hook path, where a regex tried at every character would read all of it in Python's
+  engine). The word index already splits ``lock_timeout`` and ``db.pool.size`` at ``_`` and ``.``;
+  these words let ``lock timeout`` and ``timeout`` find ``LockTimeout`` too. :func:`identifier_phrase` is the same split for one query term.
 """
 
 from __future__ import annotations

@@ -23,16 +23,17 @@ Rules:
   line the runner printed for that test (pytest ``E`` lines, ``AssertionError``, ``expected``...; TAP:
   the ``error:`` of the test's YAML block, a block scalar's lines joined), "" when none is found.
 - Linear in the output: a line is run through the runners' forms only when it holds one of their marks
-  (:data:`_MARKS`: every form needs one of these words somewhere on its line), or when the line before left a state the next line completes (a mocha title, a Maven list);
-  the places a test's report starts (pytest/rspec section heads, cargo ``---- name`` blocks, nextest
-  ``STDERR`` heads) are indexed once, when first needed; the scan stops at :data:`MAX_FAILS` ids (no
+  (:data:`_MARKS`: every form needs one of these words somewhere on its line), or when the line before
+  left a state the next line completes (a mocha title, a Maven list); the places a test's report starts
+  (pytest/rspec section heads, cargo ``---- name`` blocks, nextest ``STDERR`` heads, TAP ``# Subtest:``
+  heads) are indexed once, when first needed; the scan stops at :data:`MAX_FAILS` ids (no
   later line can change the result). A wrapper's prefix is cut only from the lines that start with one.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 __all__ = ["MAX_FAILS", "failing_tests", "failure_lines"]
 
@@ -100,11 +101,11 @@ def _go_error(lines: list[str], i: int, name: str) -> str:
     return ""
 
 
-# Every runner form above needs one of these marks on its line: FAILED/FAIL/Failed/Failures, ERROR/Errors,
-# Tests in error, TIMEOUT, SIGSEGV/SIGABRT, ``rspec ``, a ``1) `` number, ``not ok ``, and (in a text that is not all
-# ASCII) a × ✗ ✕ ● mark. A line without any of them matches none. Each mark is found by its own literal
-# (the engine's fast literal scan; one alternation would be tried at every character), and a match
-# takes the rest of its line, so each pattern matches a line at most once.
+# Every runner form above needs one of these marks on its line: FAILED/FAIL/Failed/Failures,
+# ERROR/Errors, Tests in error, TIMEOUT, SIGSEGV/SIGABRT, ``rspec ``, a ``1) `` number, ``not ok ``, and
+# (in a text that is not all ASCII) a × ✗ ✕ ● mark. A line without any of them matches none. Each mark
+# is found by its own literal (the engine's fast literal scan; one alternation would be tried at every
+# character), and a match takes the rest of its line, so each pattern matches a line at most once.
 _MARKS = (r"F(?:AIL|ail)", r"E(?:RROR|rrors)", r"T(?:ests in error|IMEOUT)", r"SIG(?:SEGV|ABRT)", r"rspec ",
           r"\) (?<=\d\) )", r"not ok ")
 _MARK_RES = tuple(re.compile(mark + r"[^\n]*+") for mark in _MARKS)
@@ -170,7 +171,8 @@ def _split(text: str, marked: list[int]) -> list[str]:
     """The lines of a cleaned text, right-stripped, a wrapper's prefix cut (``marked``: the marked lines)."""
     lines = [ln.rstrip() for ln in text.split("\n")]
     nb = "\n" + text
-    for i in sorted(set(marked).union(_rows(nb, [m.start() for rx in _PREFIXED_RES for m in rx.finditer(nb)]))):
+    prefixed = _rows(nb, [m.start() for rx in _PREFIXED_RES for m in rx.finditer(nb)])
+    for i in sorted(set(marked).union(prefixed)):
         lines[i] = _PREFIX_RE.sub("", lines[i])
     return lines
 
@@ -224,17 +226,18 @@ class _Sections:
         self._cargo: dict[str, int] | None = None
         self._stderr: list[tuple[int, str]] | None = None
         self._subtests: tuple[list[int], list[int], list[str], list[int]] | None = None
-        self._found: dict[tuple[int, str], int] = {}
+        self._section_of: dict[str, int] = {}
+        self._stderr_of: dict[str, int] = {}
 
     def section(self, key: str) -> int:
         """Index of the line that opens the report of ``key`` (pytest ``___ test_y ___``, unittest
         ``FAIL: test_y``, jest ``● …``), else -1: the first such head holding ``key``."""
-        if (0, key) not in self._found:
+        if key not in self._section_of:
             if self._heads is None:
                 self._heads = [(i, ln) for i, ln in enumerate(self.lines)
                                if ln.startswith(_SECTION_HEADS) or ln.strip().startswith(_SECTION_HEADS_STRIPPED)]
-            self._found[(0, key)] = next((i for i, ln in self._heads if key in ln), -1)
-        return self._found[(0, key)]
+            self._section_of[key] = next((i for i, ln in self._heads if key in ln), -1)
+        return self._section_of[key]
 
     def cargo(self, name: str) -> int:
         """cargo: the line ``---- <name> stdout ----`` (the first starting ``---- <name> ``), else -1."""
@@ -282,11 +285,11 @@ class _Sections:
 
     def nextest(self, name: str, default: int) -> int:
         """nextest: the first ``STDERR`` head naming ``name``, else ``default``."""
-        if (1, name) not in self._found:
+        if name not in self._stderr_of:
             if self._stderr is None:
                 self._stderr = [(i, ln) for i, ln in enumerate(self.lines) if "STDERR" in ln]
-            self._found[(1, name)] = next((i for i, ln in self._stderr if name in ln), -1)
-        found = self._found[(1, name)]
+            self._stderr_of[name] = next((i for i, ln in self._stderr if name in ln), -1)
+        found = self._stderr_of[name]
         return default if found < 0 else found
 
 
@@ -319,24 +322,31 @@ def failure_lines(output: str) -> list[tuple[str, str]]:
     maven = False
     mocha_pending: tuple[int, str] | None = None
     n = len(lines)
-    k = 0  # the next marked line
-    i = marked[0] if marked else n
+    k = 0  # marked[k] is the next marked line
+
+    def next_line(i: int) -> int:
+        """The line read after line ``i``: the next one while a state spans lines, else the next marked one."""
+        nonlocal k
+        if maven or mocha_pending is not None:
+            return i + 1
+        k = bisect_right(marked, i, k)
+        return marked[k] if k < len(marked) else n
+
+    i = next_line(-1)
     while i < n and len(found) < MAX_FAILS:
         ln = lines[i]
         s = ln.strip()
-        done = False
         if mocha_pending is not None:
             j, head = mocha_pending
             mocha_pending = None
             c = _MOCHA_CONT_RE.match(ln)
             if c and c.group(2):
                 add(f"{head} {c.group(1)}", at=i)
-                done = True
-            elif head.endswith(":"):
+                i = next_line(i)
+                continue
+            if head.endswith(":"):
                 add(head[:-1], at=j)
-        if done:
-            pass
-        elif m := _PYTEST_RE.match(s):
+        if m := _PYTEST_RE.match(s):
             node, msg = m.group(1), (m.group(2) or "")
             if msg.endswith("..."):
                 msg = ""
@@ -385,12 +395,7 @@ def failure_lines(output: str) -> list[tuple[str, str]]:
             mocha_pending = (i, m.group(2) + (":" if m.group(3) else ""))
         elif maven and (not s or s.startswith("Tests run")):
             maven = False
-        if maven or mocha_pending is not None:
-            i += 1  # the next line completes this one (a Maven list runs to a blank line)
-        else:
-            while k < len(marked) and marked[k] <= i:
-                k += 1
-            i = marked[k] if k < len(marked) else n
+        i = next_line(i)
     if not found:  # jest / vitest without per-test lines: the failing file
         for i in marked:
             if m := _JEST_FILE_RE.match(lines[i]):
