@@ -169,7 +169,7 @@ def run(quick: bool, log: Any = print) -> dict[str, Any]:
         worst = max(by, key=by.__getitem__)
         vals = sorted(by.values())
         rows.append([f"compress.step {name}", {"p50": round(vals[len(vals) // 2], 3), "max": round(by[worst], 3)},
-                     "ms", f"CPU, real 100 KB outputs ({len(vals)}); worst: {worst}"])
+                     "ms", f"CPU p50 of {len(vals)} real 100 KB outputs; worst {by[worst]:.2f} ({worst})"])
     rows.append(["compress.tokens kept out of the window (on)", comp["saved_tokens"], "tokens",
                  f"{comp['replaced']} outputs replaced; by kind {json.dumps({k: v['saved_tokens'] for k, v in comp['by_kind'].items()})}"])
     p99_on = dist(out[("100KB persisted", "on")])["p99"]
