@@ -86,8 +86,8 @@ def plain_failure_lines(output: str) -> list[tuple[str, str]]:
         elif m := T._GO_RE.match(ln):
             add(m.group(1), T._go_error(lines, i, m.group(1)))
         elif m := T._TAP_RE.match(ln):
-            if m.group(2) and not T._TAP_DIRECTIVE_RE.search(m.group(2)):
-                tid = _plain_tap_id(lines, i, m.group(1), m.group(2))
+            if name := T._tap_name(m.group(2)):
+                tid = _plain_tap_id(lines, i, m.group(1), name)
                 if (err := T._tap_error(lines, i)) is not None:
                     add(tid, err)
         elif m := T._CARGO_RE.match(s):
@@ -192,6 +192,8 @@ _SHAPES = st.one_of(
     _NAMES.map(lambda n: f"not ok 3 - {n}"),
     _NAMES.map(lambda n: f"    not ok 1 - {n}"),
     _NAMES.map(lambda n: f"  not ok 2 {n} # TODO later"),
+    _NAMES.map(lambda n: f"not ok 4 - {n} # time=12.5ms"),
+    _NAMES.map(lambda n: f"not ok 5 - {n} #skip"),
     _NAMES.map(lambda n: f"# Subtest: {n}"),
     _NAMES.map(lambda n: f"    # Subtest: {n}"),
     _NAMES.map(lambda n: f"  error: '{n} broke'"),
@@ -238,7 +240,7 @@ def test_the_mark_gate_is_a_superset_of_every_form() -> None:
     forms = [v for k, v in vars(T).items() if k.endswith("_RE") and isinstance(v, re.Pattern)
              and k not in ("_ANSI_RE", "_PREFIX_RE", "_ERR_RE", "_LABEL_RE",
                            "_GO_RUN_RE", "_MOCHA_CONT_RE", "_MAVEN_RE", "_MAVEN_OLD_RE",
-                           "_TAP_DIRECTIVE_RE", "_TAP_SUBTEST_RE", "_TAP_KEY_RE")]
+                           "_TAP_DIRECTIVE_RE", "_TAP_COMMENT_RE", "_TAP_SUBTEST_RE", "_TAP_KEY_RE")]
     assert len(forms) == 16
     samples = ["FAILED t.py::x", "t.py::x FAILED", "FAIL: x (m.C)", "--- FAIL: X", "test a ... FAILED",
                "FAIL [ 0.1s] c a::b", " FAIL  a.test.ts > s > n", "● n", "rspec ./a.rb:1 # d", "1) A\\B::c",

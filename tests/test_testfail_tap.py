@@ -16,8 +16,8 @@ def test_nested_tests_are_named_by_their_subtest_chain() -> None:
 
 def test_todo_and_skip_directives_are_not_failures_but_an_escaped_hash_is_a_name() -> None:
     out = ("not ok 1 - later # TODO not written\nnot ok 2 - flaky # SKIP on CI\nnot ok 3 - handles \\# signs\n"
-           "not ok 4\n")
-    assert failure_lines(out) == [("handles \\# signs", "")]
+           "not ok 4\nnot ok 5 - timed # time=12.5ms\nnot ok 6 - skipped too #skip\n")
+    assert failure_lines(out) == [("handles \\# signs", ""), ("timed", "")]
 
 
 def test_the_error_is_the_blocks_error_joined_or_unquoted() -> None:

@@ -64,7 +64,8 @@ _MAVEN_RE = re.compile(r"^\s*(?:Run \d+: )?([\w$.]+)\.(\w+)(?::\d+)?(?:\s+(.*))?
 _MAVEN_OLD_RE = re.compile(r"^\s*(\w+)\(([\w$.]+)\)(?::\s*(.*))?$")
 _GRADLE_RE = re.compile(r"^([\w$.]+) > (.+?)(?:\(\))? FAILED$")
 _TAP_RE = re.compile(r"^([ \t]*)not ok \d+(?:[ \t]+-)?[ \t]*(.*?)[ \t]*$")
-_TAP_DIRECTIVE_RE = re.compile(r"(?<!\\)#[ \t]*(?:todo|skip)\b", re.I)
+_TAP_COMMENT_RE = re.compile(r"[ \t]*(?<!\\)#")  # a description ends at an unescaped "#"
+_TAP_DIRECTIVE_RE = re.compile(r"[ \t]*(?:todo|skip)\b", re.I)
 _TAP_SUBTEST_RE = re.compile(r"^([ \t]*)# Subtest: (.+)$")
 _TAP_KEY_RE = re.compile(r"^([ \t]*)(error|message|failureType):[ \t]*(.*)$")
 TAP_BLOCK = 80  # lines of a TAP test's YAML block read for its error
@@ -113,6 +114,16 @@ _WIDE_MARK_RES = _MARK_RES + tuple(re.compile(mark + r"[^\n]*+") for mark in "×
 # A wrapper's prefix (``_PREFIX_RE``) starts a line with ``[ERROR]``/``[INFO]``/``[WARNING]`` or ``nox > ``,
 # or is a ``name: `` before ``FAILED ``/``ERROR `` (a marked line): the lines it is cut from.
 _PREFIXED_RES = (re.compile(r"\n\[(?=(?:ERROR|INFO|WARNING)\])"), re.compile(r"\nnox > "))
+
+
+def _tap_name(description: str) -> str:
+    """A failing TAP test's name: its description up to an unescaped ``#`` (what follows is a directive or a
+    comment such as ``# time=12ms``); '' when there is none, or when the directive is TODO or SKIP (an
+    expected failure, not one)."""
+    parts = _TAP_COMMENT_RE.split(description, 1)
+    if len(parts) == 2 and _TAP_DIRECTIVE_RE.match(parts[1]):
+        return ""
+    return parts[0].strip()
 
 
 def _tap_unquote(value: str) -> str:
@@ -361,8 +372,8 @@ def failure_lines(output: str) -> list[tuple[str, str]]:
             if wanted(m.group(1)):
                 add(m.group(1), _go_error(lines, i, m.group(1)))
         elif m := _TAP_RE.match(ln):
-            if m.group(2) and not _TAP_DIRECTIVE_RE.search(m.group(2)):
-                tid = sections.tap_id(i, m.group(1), m.group(2))
+            if name := _tap_name(m.group(2)):
+                tid = sections.tap_id(i, m.group(1), name)
                 if wanted(tid) and (err := _tap_error(lines, i)) is not None:
                     add(tid, err)
         elif m := _CARGO_RE.match(s):
