@@ -32,7 +32,8 @@ Rules:
   places are looked at, found with ``bytes.find`` on a copy of the text's character classes (the text is
   archived on the hook path, where a regex tried at every character would read all of it in Python's
   engine). The word index already splits ``lock_timeout`` and ``db.pool.size`` at ``_`` and ``.``;
-  these words let ``lock timeout`` and ``timeout`` find ``LockTimeout`` too. :func:`identifier_phrase` is the same split for one query term.
+  these words let ``lock timeout`` and ``timeout`` find ``LockTimeout`` too. :func:`identifier_phrase` is
+  the same split for one query term.
 """
 
 from __future__ import annotations
@@ -183,8 +184,8 @@ def identifier_phrase(ident: str) -> str:
 
 # Character classes of ASCII text, one byte per character (``encode`` with ``replace`` keeps one byte
 # per character): ``l`` a lower-case letter or digit, ``U`` a capital, `` `` anything else.
-_CASE_BYTES = bytes(108 if chr(c).islower() or chr(c).isdigit() else 85 if chr(c).isupper() else 32
-                    if c < 128 else 32 for c in range(256))
+_CASE_BYTES = bytes.maketrans(bytes(range(128)), bytes(
+    108 if chr(c).islower() or chr(c).isdigit() else 85 if chr(c).isupper() else 32 for c in range(128)))
 _CASE_TURNS = (b"lU", b"UUl")  # where a mixed-case identifier turns: getUser, HTTPServer
 
 
