@@ -37,7 +37,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 import structlog
 
 from . import __version__
@@ -164,6 +163,7 @@ class Daemon:
         try:
             self.writer = Writer(self.paths.db, min_free_bytes=self.cfg.min_free_mb << 20,
                                  max_bytes=self.cfg.max_db_mb << 20, scheduler=scheduler)
+            self.writer.start_checkpointer()
             self.readers = Readers(self.paths.db)
         except BaseException:
             self._close()  # a store that cannot be opened (StoreUnusableError) leaves no socket behind
@@ -319,10 +319,7 @@ class Daemon:
                 except Exception:  # noqa: BLE001
                     log.exception("retention_failed")
             if now - last_cp > CHECKPOINT_S:
-                try:
-                    await anyio.to_thread.run_sync(self.writer.background_checkpoint)
-                except Exception:  # noqa: BLE001
-                    pass
+                self.writer.request_checkpoint()  # on the checkpoint thread: nothing here waits for it
                 last_cp = time.monotonic()
 
     async def _watch_files(self) -> None:

@@ -510,3 +510,30 @@ def test_a_reader_outside_the_daemon_cannot_stall_every_commit(short_tmp: Path, 
     finally:
         shell.close()
         w.close()
+
+
+def test_a_started_checkpointer_holds_its_thread_and_descriptors_from_the_start(short_tmp: Path) -> None:
+    """A daemon starts the checkpoint thread and its connection with the writer: a burst that takes the WAL
+    past the mark where commits ask for a checkpoint adds no thread and no descriptor (a steady state to
+    measure leaks against), and the checkpoints it asks for do run (the WAL's frames are copied back)."""
+    cap = 1 << 20
+    db = str(short_tmp / "t.db")
+    w = Writer(db, wal_cap=cap)
+    try:
+        w.start_checkpointer()
+        threads, fds = threading.active_count(), len(os.listdir("/proc/self/fd"))
+        blob = os.urandom(4000).hex().encode()
+        for i in range(200):  # ~1.6 MB of events: past cap // 4, where each commit asks for a checkpoint
+            row = ops.EventRow(session="s", project="/p", cwd="/p", event="PostToolUse", tool="Bash", ts=time.time(),
+                               payload=blob, redactions=0, source="hook", rid=f"r{i}")
+            w.run_sync(lambda c, row=row: ops.insert_event(c, row))
+        assert (threading.active_count(), len(os.listdir("/proc/self/fd"))) == (threads, fds)
+        assert "ctxlifed-checkpoint" in {t.name for t in threading.enumerate()}
+        w.request_checkpoint()
+        wait_until(lambda: not w._cp_wanted.is_set(), timeout=HANG_GUARD_S)
+        log, copied = w.background_checkpoint()[1:]
+        assert log == copied  # nothing left to copy: the thread's checkpoints keep up
+    finally:
+        w.close()
+    assert "ctxlifed-checkpoint" not in {t.name for t in threading.enumerate()}
+    assert 200 == query(Path(db), "SELECT count(*) FROM events")[0][0]

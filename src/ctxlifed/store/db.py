@@ -398,6 +398,7 @@ class Writer:
             backlog.idle_step if "0009_fts_merge" in applied_names(self.conn) else None)
         self._cp_conn: sqlite3.Connection | None = None
         self._cp_lock = threading.Lock()
+        self._cp_start_lock = threading.Lock()
         self._cp_wanted = threading.Event()
         self._cp_thread: threading.Thread | None = None
         self._closing = False
@@ -489,10 +490,33 @@ class Writer:
                 if threading.current_thread() is not self._thread:
                     self._q.put(_NUDGE)  # an inline commit: wake the writer thread to do it
         elif size > self._wal_soon and not self._cp_wanted.is_set():
-            self._cp_wanted.set()
-            if self._cp_thread is None:
+            self.request_checkpoint()
+
+    def start_checkpointer(self) -> None:
+        """Start the checkpoint thread with its connection now. A daemon calls this once at start: the
+        thread and the connection's descriptors are then part of its steady state from the first
+        request, not something that appears in the middle of a busy hour. One checkpoint runs here: it
+        opens the connection's database, WAL and shared-memory files."""
+        self.background_checkpoint()
+        self._ensure_checkpoint_thread()
+
+    def request_checkpoint(self) -> None:
+        """Ask the checkpoint thread for a PASSIVE checkpoint (see ``background_checkpoint``); never waits."""
+        self._cp_wanted.set()
+        self._ensure_checkpoint_thread()
+
+    def _ensure_checkpoint_thread(self) -> None:
+        if self._cp_thread is not None:
+            return
+        with self._cp_start_lock:  # not ``_cp_lock``: a commit must not wait for a checkpoint to end
+            if self._cp_thread is None and not self._closing:
                 self._cp_thread = threading.Thread(target=self._checkpointer, name="ctxlifed-checkpoint", daemon=True)
                 self._cp_thread.start()
+
+    def _open_checkpoint_conn(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=0")
+        return conn
 
     def _checkpointer(self) -> None:
         while True:
@@ -540,8 +564,7 @@ class Writer:
         with self._cp_lock:
             try:
                 if self._cp_conn is None:
-                    self._cp_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                    self._cp_conn.execute("PRAGMA busy_timeout=0")
+                    self._cp_conn = self._open_checkpoint_conn()
                 return tuple(self._cp_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())  # type: ignore[return-value]
             except sqlite3.Error:
                 return None
