@@ -626,8 +626,8 @@ def test_run_forms_mark_the_lines_the_plain_scans_mark(lines: list[str], picks: 
         for is_log in (False, True):
             want: tuple[set[int], ...] = (set(), set(), set(), set())
             got: tuple[set[int], ...] = (set(), set(), set(), set())
-            D._mark_scan(plain, nb, want, is_log, nb.isascii())
-            D._mark_scan(scan, nb, got, is_log, nb.isascii())
+            D._mark_scan(plain, nb, want, is_log)
+            D._mark_scan(scan, nb, got, is_log)
             assert _best_tiers(got) == _best_tiers(want), scan.rx.pattern
 
 
@@ -638,10 +638,10 @@ def test_a_long_error_list_is_one_match_of_the_run_form() -> None:
     text = "".join(errors) + "src/x.py:1: note: see above\n" + "".join(errors[:20])
     nb = "\n" + text
     scan = next(sc for sc in D._PATTERNS["build"] if sc.rx.pattern.startswith(":"))
-    offsets, groups, run_ends = D._where(scan, nb, True, nb.isascii())
+    offsets, groups, run_ends = D._where(scan, nb, with_groups=True)
     assert len(offsets) == 3 and len(run_ends) == 2  # the errors, the note, the errors after it
     found: tuple[set[int], ...] = (set(), set(), set(), set())
-    D._mark_scan(scan, nb, found, False, nb.isascii())
+    D._mark_scan(scan, nb, found, False)
     assert found[1] == set(range(3000)) | set(range(3001, 3021))
     # the note, and the two lines after the last error (past the end: dropped later)
     assert found[2] - found[1] == {3000, 3021, 3022}
@@ -734,7 +734,7 @@ def test_install_phrases_after_error_are_not_found_twice_but_their_lines_are_the
     got: set[int] = set()
     for scan in D._PATTERNS["install"]:
         scan = msgspec.structs.replace(scan, run_rx=None, run_arx=None, run_names=frozenset())  # match by match
-        offsets, groups, _run_ends = D._where(scan, nb, True, nb.isascii())
+        offsets, groups, _run_ends = D._where(scan, nb, True)
         got.update(row for row, g in zip(D._scan_rows(scan, nb, offsets), groups if groups else [None] * len(offsets))
                    if scan.info.get(g, scan.info.get(None)) == (1, 0, False))
     assert got == want
@@ -890,7 +890,7 @@ def test_log_words_counted_one_at_a_time_are_those_one_pass_of_all_counts(parts:
     scan = next(sc for sc in D._PATTERNS["log"] if sc.words)
     words: Counter[str] = Counter()
     found: tuple[set[int], ...] = (set(), set(), set(), set())
-    D._count_words(scan, nb, words, found, True, nb.isascii())
+    D._count_words(scan, nb, words, found, True)
     assert (dict(words), [set(s) for s in found]) == _counted_by_one_pass(scan, nb)
 
 
@@ -920,7 +920,7 @@ def _lines_marked(scans, nb: str) -> list[set[int]]:
     found: tuple[set[int], ...] = (set(), set(), set(), set())
     for scan in scans:
         scan = msgspec.structs.replace(scan, run_rx=None, run_arx=None, run_names=frozenset())  # match by match
-        offsets, groups, _run_ends = D._where(scan, nb, True, nb.isascii())
+        offsets, groups, _run_ends = D._where(scan, nb, with_groups=True)
         for off, g in zip(offsets, groups):
             D._mark(found, _rows_of(nb, [off]), scan.info[g], False)
     return [set(t) for t in found]

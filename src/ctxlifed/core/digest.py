@@ -101,7 +101,7 @@ from typing import Literal
 import msgspec
 
 from ctxlifed.core.commands import COMMAND_PREFIX, any_segment, is_build_command, is_test_command
-from ctxlifed.core.model import cjk_count, estimate_tokens
+from ctxlifed.core.model import estimate_tokens
 
 __all__ = [
     "CONTEXT_SHARE",
@@ -564,10 +564,6 @@ class _Scan(msgspec.Struct, frozen=True):
 # characters, compiled with re.ASCII (for ``\b``), white space kept Unicode (``(?u:\s)``; in a class, spelled
 # out: it is also \x1c-\x1f there). On such a text every match is the same; the engine tests a class of
 # plain characters with one bitmap lookup, where a Unicode ``\w`` or ``\d`` calls the Unicode database.
-# So is a text whose other characters are none of them word, digit or space characters (gcc's quotes, a
-# test runner's bullets and crosses, dashes, box drawing): the twins narrow only those classes (and ``\b``,
-# which is made of ``\w``), so on such a text too every match is the same (:func:`_twins_exact`). Patterns
-# with re.I have no twin (a non-ASCII letter may fold to an ASCII one).
 _ASCII_CLASSES = {"w": "0-9A-Za-z_", "d": "0-9", "s": "\\t-\\r\\x1c- "}
 
 
@@ -615,32 +611,8 @@ def _ascii_twin(rx: re.Pattern[str]) -> re.Pattern[str]:
     return rx if form is None else re.compile(form, (rx.flags & ~re.U) | re.A)
 
 
-def _pick(rx: re.Pattern[str], arx: re.Pattern[str] | None, twins: bool) -> re.Pattern[str]:
-    """``arx``, the ASCII twin of ``rx``, where it gives the same matches (``twins``: see above), else ``rx``."""
-    return arx if twins and arx is not None else rx
-
-
-_ASCII_BYTES = bytes(range(128))
-_TWIN_NARROWED_RE = re.compile(r"[\w\s]")  # the classes an ASCII twin narrows to ASCII (``\d`` is in ``\w``)
-
-
-def _beyond_ascii(text: str) -> str:
-    """The characters of ``text`` that are not ASCII, in order: its UTF-8 bytes less the ASCII ones (one
-    ``bytes.translate`` in C; a regex class tested at every character is ten times slower)."""
-    return text.encode("utf-8", "surrogatepass").translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass")
-
-
-def _twins_exact(beyond: str) -> bool:
-    """Whether the ASCII twins match a text exactly as their patterns do, from ``beyond``, the text's
-    characters that are not ASCII (:func:`_beyond_ascii`): none of them is a word, digit or space character."""
-    return _TWIN_NARROWED_RE.search(beyond) is None
-
-
-def _costed_by_length(beyond: str) -> bool:
-    """Whether every line of a text costs ``(len + 7) >> 2`` of its shown length (:func:`_costs`), from
-    ``beyond``, the text's characters that are not ASCII: none of them is CJK (the estimate counts a CJK
-    character as a whole token, every other as a quarter)."""
-    return cjk_count(beyond) == 0
+def _pick(rx: re.Pattern[str], arx: re.Pattern[str] | None, text: str) -> re.Pattern[str]:
+    return arx if arx is not None and text.isascii() else rx
 
 
 def _scan(rx: re.Pattern[str], info: dict[str | None, tuple[int, int, bool] | None],
@@ -1114,10 +1086,9 @@ def _finditer(scan: _Scan, nb: str) -> Iterator[tuple[re.Match[str], tuple[int, 
 _MATCH_BATCH = 256  # matches alive at once: a long error list never holds thousands (they would set off the GC)
 
 
-def _where(scan: _Scan, nb: str, with_groups: bool, twins: bool) -> tuple[list[int], list[str | None], list[int]]:
+def _where(scan: _Scan, nb: str, with_groups: bool) -> tuple[list[int], list[str | None], list[int]]:
     """The start offsets of ``scan``'s matches in ``nb`` (of its run form, when it has one) and, ``with_groups``
-    (always, for a run form), the group each ended in, and the end offsets of the runs (:func:`_run_form`);
-    ``twins``: the ASCII twins match ``nb`` exactly (:func:`_pick`)."""
+    (always, for a run form), the group each ended in, and the end offsets of the runs (:func:`_run_form`)."""
     offsets: list[int] = []
     groups: list[str | None] = []
     run_ends: list[int] = []
@@ -1125,7 +1096,7 @@ def _where(scan: _Scan, nb: str, with_groups: bool, twins: bool) -> tuple[list[i
     if start < 0:
         return offsets, groups, run_ends
     runs = scan.run_names
-    found = (_pick(scan.run_rx, scan.run_arx, twins) if runs else _pick(scan.rx, scan.arx, twins)).finditer(nb, start)
+    found = (_pick(scan.run_rx, scan.run_arx, nb) if runs else _pick(scan.rx, scan.arx, nb)).finditer(nb, start)
     while batch := list(islice(found, _MATCH_BATCH)):
         offsets += map(_MATCH_START, batch)
         if runs:
@@ -1171,17 +1142,17 @@ def _word_passes(words: list[str]) -> tuple[list[re.Pattern[str]], dict[str, tup
             {w: (used.index(i), text) for w, (i, text) in where.items()})
 
 
-def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool,
-                 twins: bool) -> None:
+def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int], ...], is_log: bool) -> None:
     """Count the whole-word matches of ``scan``'s words in ``nb`` and place the lines of those that have a
     tier. A few passes rooted at a character each (:func:`_word_passes`) give each match as its text, counted
     in C: no match object and no Python step per match (a log has a level word on every line). Only the words with a tier that
-    were found are looked for again, each alone, for their offsets; ``twins``: see :func:`_pick`."""
+    were found are looked for again, each alone, for their offsets."""
+    ascii_only = nb.isascii()
     # each pass's matches between line ends (no match holds one), each pair apart: a word's count is that of
     # its text between line ends, one count in C per word where a Counter took a step per match
     found_in = []
     for rx, arx in scan.count_passes:
-        texts = _pick(rx, arx, twins).findall(nb)
+        texts = (arx if ascii_only else rx).findall(nb)
         found_in.append("\n%s\n" % "\n\n".join(texts) if texts else "")
     for word, info, urx, arx in scan.words:
         at, text = scan.match_text[word]
@@ -1191,7 +1162,7 @@ def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int
         if info is None:
             continue
         offsets: list[int] = []
-        matches = _pick(urx, arx, twins).finditer(nb)
+        matches = (arx if ascii_only else urx).finditer(nb)
         while batch := list(islice(matches, _MATCH_BATCH)):
             offsets += map(_MATCH_START, batch)
         _mark(found, _rows(nb, offsets, 1), info, is_log)
@@ -1200,7 +1171,7 @@ def _count_words(scan: _Scan, nb: str, words: Counter[str], found: tuple[set[int
 def _found(scans: list[_Scan], text: str) -> bool:
     for sc in scans:
         start = text.find(sc.needle) if sc.needle else 0
-        if start >= 0 and _pick(sc.rx, sc.arx, text.isascii()).search(text, start) is not None:
+        if start >= 0 and _pick(sc.rx, sc.arx, text).search(text, start) is not None:
             return True
     return False
 
@@ -1256,12 +1227,11 @@ def _reaches(rx: re.Pattern[str], sample: str, need: int) -> bool:
 
 def _build_loose_marked(part: str) -> bool:
     """Whether a build mark that is not at a line start is in ``part`` (see above)."""
-    twins = part.isascii()
-    gate = _pick(_BUILD_LOOSE_GATE_RE, _BUILD_LOOSE_GATE_ARE, twins).search(part)
+    gate = _pick(_BUILD_LOOSE_GATE_RE, _BUILD_LOOSE_GATE_ARE, part).search(part)
     if gate is None:
         return False
     (scan,) = _TEXT_LOOSE[_K_BUILD]
-    return _pick(scan.rx, scan.arx, twins).search(part, part.rfind("\n", 0, gate.start()) + 1) is not None
+    return _pick(scan.rx, scan.arx, part).search(part, part.rfind("\n", 0, gate.start()) + 1) is not None
 
 
 @functools.lru_cache(maxsize=8)
@@ -1282,7 +1252,7 @@ def _first_kind_marked(part: str, kinds: frozenset[int]) -> int:
     first = _K_NONE
     pos = 0
     while kinds and (scan := _text_line_marks(kinds)) is not None and (
-            m := _pick(scan.rx, scan.arx, part.isascii()).search(part, pos)) is not None:
+            m := _pick(scan.rx, scan.arx, part).search(part, pos)) is not None:
         first = scan.info[m.lastgroup][0]  # type: ignore[index]  # the tier is the kind's rank
         kinds = frozenset(k for k in kinds if k < first)
         pos = m.start()
@@ -1315,7 +1285,7 @@ def _runners_marked(part: str, runners: frozenset[int]) -> set[int]:
     left = runners - seen
     pos = 0
     while left and (scan := _line_start_marks(left)) is not None and (
-            m := _pick(scan.rx, scan.arx, part.isascii()).search(part, pos)) is not None:
+            m := _pick(scan.rx, scan.arx, part).search(part, pos)) is not None:
         i = scan.info[m.lastgroup][0]  # type: ignore[index]  # the tier names the runner
         seen.add(i)
         left = left - {i}
@@ -1530,10 +1500,9 @@ def _top(counter: Counter[str], n: int) -> str:
     return shown + (f", … {len(items) - n} more" if len(items) > n else "")
 
 
-def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = (), twins: bool = False) -> list[str]:
+def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = ()) -> list[str]:
     """Counts that say what the whole output held (a few short phrases); ``words``: the whole words the
-    kind's scans counted (a log's levels); ``runners``: a test run's runners found (:func:`_test_runners`);
-    ``twins``: the ASCII twins match ``nb`` exactly (:func:`_pick`)."""
+    kind's scans counted (a log's levels); ``runners``: a test run's runners found (:func:`_test_runners`)."""
     out: list[str] = []
     if kind == "test":
         # a set, not a list (no n² membership tests on a long run)
@@ -1541,10 +1510,10 @@ def _facts(kind: str, nb: str, words: Counter[str], runners: tuple[str, ...] = (
         if fails:
             out.append(f"{len(fails)} failing test{'s' if len(fails) != 1 else ''} named")
     elif kind == "build":
-        forms = Counter(_pick(_WARN_WORD_RE, _WARN_WORD_ARE, twins).findall(nb))
+        forms = Counter(_pick(_WARN_WORD_RE, _WARN_WORD_ARE, nb).findall(nb))
         warns: Counter[str] = Counter()
         if forms[_WARN_AT]:  # file:line: warning: ...: gcc/clang name the flag at the end ("" for one without)
-            warns.update(_pick(_WARN_AT_RE, _WARN_AT_ARE, twins).findall(nb, nb.rfind("\n", 0, nb.find(": warning: "))))
+            warns.update(_pick(_WARN_AT_RE, _WARN_AT_ARE, nb).findall(nb, nb.rfind("\n", 0, nb.find(": warning: "))))
         if plain := warns.pop("", 0) + forms[_WARN_PLAIN] + forms[_WARN_TS]:
             warns["warning"] += plain
         if warns:
@@ -1689,9 +1658,8 @@ def _shown_lens(lines: list[str], rows: list[int], cut: bool) -> list[int]:
 
 def _costs(lines: list[str], rows: list[int], exact: bool, cut: bool) -> list[int]:
     """What showing each line of ``rows`` costs: its token estimate (once cut, for ``cut``) and its newline.
-    For a line without a CJK character (an ASCII line; all of them, ``exact``: a text without one) that is
-    ``(len + 7) >> 2`` of the (cut) length (a cut line's mark holds no CJK character), computed without a call
-    per line; the others are estimated."""
+    For an ASCII line (all of them, ``exact``: an ASCII text) that is ``(len + 7) >> 2`` of the (cut) length
+    (a cut line's mark holds no CJK character), computed without a call per line; the others are estimated."""
     costs = list(map(rshift, map(add, _shown_lens(lines, rows, cut), repeat(7)), repeat(2)))
     if not exact:
         shown = list(map(lines.__getitem__, rows))
@@ -1747,11 +1715,10 @@ def _fit(lines: list[str], rows: list[int], room: int, exact: bool, *, cut: bool
     return taken, room - left, len(rows) - len(taken)
 
 
-def _mark_scan(scan: _Scan, nb: str, found: tuple[set[int], ...], is_log: bool, twins: bool) -> None:
-    """Put the lines of ``scan``'s matches in ``nb`` (and those that follow them) in their tiers ``found``;
-    ``twins``: see :func:`_pick`."""
+def _mark_scan(scan: _Scan, nb: str, found: tuple[set[int], ...], is_log: bool) -> None:
+    """Put the lines of ``scan``'s matches in ``nb`` (and those that follow them) in their tiers ``found``."""
     single = len(scan.by_info) == 1
-    offsets, groups, run_ends = _where(scan, nb, not single, twins)
+    offsets, groups, run_ends = _where(scan, nb, with_groups=not single)
     if not offsets:
         return
     if run_ends:
@@ -1806,11 +1773,6 @@ def digest(
     total_lines = n + skipped
     nb = "\n" + scanned
     tail_line = scanned.count("\n", 0, tail_at) if tail_at >= 0 else n
-    # what the text's characters beyond ASCII allow: the ASCII twins of the patterns (none is a word, digit or
-    # space character) and costing every line by its length (none is CJK; see _costs)
-    beyond = "" if scanned.isascii() else _beyond_ascii(scanned)
-    twins = _twins_exact(beyond)
-    exact = _costed_by_length(beyond)
 
     # Every scan's matches become line indexes without a Python step per match (the regex engine finds them,
     # map/bisect/set operations place them): a long error list has thousands.
@@ -1820,9 +1782,9 @@ def digest(
     runners = _test_runners(nb) if k == "test" else ()
     for scan in _test_scans(runners) if k == "test" else _PATTERNS[k]:
         if scan.words:
-            _count_words(scan, nb, words, found, is_log, twins)
+            _count_words(scan, nb, words, found, is_log)
             continue
-        _mark_scan(scan, nb, found, is_log, twins)
+        _mark_scan(scan, nb, found, is_log)
     last = next((i for i in range(n - 1, -1, -1) if lines[i].strip()), None)
     if last is not None:
         found[0].add(last)
@@ -1845,21 +1807,22 @@ def digest(
     t3.difference_update(drop, t0, t1, t2)
 
     orig_tokens = original_tokens if original_tokens is not None else estimate_tokens(text)
+    ascii_only = scanned.isascii()  # then a line's estimate is (len + 3) // 4, computed without a call
     # verdicts first, the last first (a run's summary is at its end), within max_tokens like the rest
     c0 = sorted(t0, reverse=True)
-    taken, used, omitted_verdicts = _fit(lines, c0, max_tokens, exact, cut=False)
+    taken, used, omitted_verdicts = _fit(lines, c0, max_tokens, ascii_only, cut=False)
     shown: set[int] = set(taken)
     c1 = sorted(t1)
-    taken, spent, omitted = _fit(lines, c1, max_tokens - used, exact, cut=False)
+    taken, spent, omitted = _fit(lines, c1, max_tokens - used, ascii_only, cut=False)
     shown.update(taken)
     used += spent
     must_found = len(t0) + len(c1)
     floor = MIN_CONTEXT_TOKENS if used < MIN_CONTEXT_TOKENS else 0
     room = min(budget_tokens, max(floor, int(orig_tokens * CONTEXT_SHARE) - used))
     c2 = sorted(t2)
-    taken, spent, _ = _fit(lines, c2, room, exact, cut=True)
+    taken, spent, _ = _fit(lines, c2, room, ascii_only, cut=True)
     c3 = sorted(t3, key=lambda i: (i >= head_n, -i if i >= head_n else i))  # head before tail, nearest the ends first
-    taken += _fit(lines, c3, room - spent, exact, cut=True)[0]
+    taken += _fit(lines, c3, room - spent, ascii_only, cut=True)[0]
     shown.update(taken)
     rendered = {i: _cut_line(lines[i])[0] for i in taken if len(lines[i]) > MAX_LINE_CHARS}
 
@@ -1885,7 +1848,7 @@ def digest(
     what = _what_kept(k, must_found - omitted - omitted_verdicts, len(shown))
     head = (f"[ctxlifed digest of a {label} of {_fmt(total_lines)} lines, ~{_fmt(orig_tokens)} tokens: {what};"
             " [Ln-m] = line numbers in the original]")
-    facts = _facts(k, nb, words, runners, twins)
+    facts = _facts(k, nb, words, runners)
     extra: list[str] = []
     if facts:
         extra.append("[" + "; ".join(facts) + "]")
