@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -512,28 +514,59 @@ def test_a_reader_outside_the_daemon_cannot_stall_every_commit(short_tmp: Path, 
         w.close()
 
 
+# A fresh process: threads and descriptors other tests left in this one come and go on their own.
+_STEADY_STATE = r"""
+import json, os, sys, threading, time
+from ctxlifed.store import ops
+from ctxlifed.store.db import Writer
+
+def counts():
+    return threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+w = Writer(sys.argv[1], wal_cap=1 << 20)
+w.start_checkpointer()
+before = counts()
+blob = os.urandom(4000).hex().encode()
+for i in range(200):  # ~1.6 MB of events: past cap // 4, where each commit asks for a checkpoint
+    row = ops.EventRow(session="s", project="/p", cwd="/p", event="PostToolUse", tool="Bash", ts=time.time(),
+                       payload=blob, redactions=0, source="hook", rid=f"r{i}")
+    w.run_sync(lambda c, row=row: ops.insert_event(c, row))
+during = counts()
+names = sorted(t.name for t in threading.enumerate())
+w.close()
+print(json.dumps({"before": before, "during": during, "names": names, "after": counts(),
+                  "truncations": w.wal_truncations}))
+"""
+
+
 def test_a_started_checkpointer_holds_its_thread_and_descriptors_from_the_start(short_tmp: Path) -> None:
     """A daemon starts the checkpoint thread and its connection with the writer: a burst that takes the WAL
-    past the mark where commits ask for a checkpoint adds no thread and no descriptor (a steady state to
-    measure leaks against), and the checkpoints it asks for do run (the WAL's frames are copied back)."""
-    cap = 1 << 20
+    past the mark where commits ask for a checkpoint (and past its cap) adds no thread and no descriptor (a
+    steady state to measure leaks against), and ``close`` ends the thread."""
     db = str(short_tmp / "t.db")
-    w = Writer(db, wal_cap=cap)
-    try:
-        w.start_checkpointer()
-        threads, fds = threading.active_count(), len(os.listdir("/proc/self/fd"))
-        blob = os.urandom(4000).hex().encode()
-        for i in range(200):  # ~1.6 MB of events: past cap // 4, where each commit asks for a checkpoint
-            row = ops.EventRow(session="s", project="/p", cwd="/p", event="PostToolUse", tool="Bash", ts=time.time(),
-                               payload=blob, redactions=0, source="hook", rid=f"r{i}")
-            w.run_sync(lambda c, row=row: ops.insert_event(c, row))
-        assert (threading.active_count(), len(os.listdir("/proc/self/fd"))) == (threads, fds)
-        assert "ctxlifed-checkpoint" in {t.name for t in threading.enumerate()}
-        w.request_checkpoint()
-        wait_until(lambda: not w._cp_wanted.is_set(), timeout=HANG_GUARD_S)
-        log, copied = w.background_checkpoint()[1:]
-        assert log == copied  # nothing left to copy: the thread's checkpoints keep up
-    finally:
-        w.close()
-    assert "ctxlifed-checkpoint" not in {t.name for t in threading.enumerate()}
+    out = subprocess.run([sys.executable, "-c", _STEADY_STATE, db], capture_output=True, text=True, check=True,
+                         timeout=HANG_GUARD_S)
+    got = json.loads(out.stdout)
+    assert got["during"] == got["before"]
+    assert "ctxlifed-checkpoint" in got["names"]
+    assert got["after"][0] == 1  # the main thread only: the writer's and the checkpoint thread are gone
     assert 200 == query(Path(db), "SELECT count(*) FROM events")[0][0]
+
+
+def test_close_during_a_checkpoint_ends_the_checkpoint_thread(short_tmp: Path) -> None:
+    """``close`` while the checkpoint thread is inside a checkpoint (here: waiting for the lock a WAL truncation
+    holds): the thread sees the close when the checkpoint ends and stops; it is never left waiting for a
+    request that was cleared unseen."""
+    w = Writer(str(short_tmp / "t.db"))
+    w.start_checkpointer()
+    thread = w._cp_thread
+    assert thread is not None
+    closer = threading.Thread(target=w.close)
+    with w._cp_lock:  # what a TRUNCATE checkpoint holds while it waits for readers
+        w.request_checkpoint()
+        wait_until(lambda: not w._cp_wanted.is_set(), timeout=HANG_GUARD_S)  # taken: the thread is on its way in
+        closer.start()
+        wait_until(lambda: w._closing and w._cp_wanted.is_set(), timeout=HANG_GUARD_S)
+    closer.join(HANG_GUARD_S)
+    assert not closer.is_alive()
+    assert not thread.is_alive()

@@ -495,9 +495,17 @@ class Writer:
     def start_checkpointer(self) -> None:
         """Start the checkpoint thread with its connection now. A daemon calls this once at start: the
         thread and the connection's descriptors are then part of its steady state from the first
-        request, not something that appears in the middle of a busy hour. One checkpoint runs here: it
-        opens the connection's database, WAL and shared-memory files."""
-        self.background_checkpoint()
+        request, not something that appears in the middle of a busy hour. A read opens the connection's
+        database, WAL and shared-memory files; no checkpoint runs here (a WAL left large by a crash is
+        copied back by the thread, not before the daemon answers)."""
+        if not shm_problem(self.path):
+            with self._cp_lock:
+                try:
+                    if self._cp_conn is None:
+                        self._cp_conn = self._open_checkpoint_conn()
+                    self._cp_conn.execute("PRAGMA schema_version").fetchone()
+                except sqlite3.Error:
+                    pass  # as in background_checkpoint: a store that cannot be read is the writer's to report
         self._ensure_checkpoint_thread()
 
     def request_checkpoint(self) -> None:
@@ -519,12 +527,15 @@ class Writer:
         return conn
 
     def _checkpointer(self) -> None:
+        # The request is taken (cleared) before the checkpoint runs: one made during it, or ``close``'s,
+        # is seen at the next wait, never cleared unseen (which would leave the thread waiting for ever
+        # and ``close`` waiting for it).
         while True:
             self._cp_wanted.wait()
+            self._cp_wanted.clear()
             if self._closing:
                 return
             self.background_checkpoint()
-            self._cp_wanted.clear()
 
     def _truncate_wal(self) -> None:
         """The WAL passed ``wal_cap``: a TRUNCATE checkpoint from the writer thread, outside any
