@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -116,7 +117,20 @@ def test_release_savings_by_hand() -> None:
     assert got["/rewind"].usd == pytest.approx(keep - n * 90_000 * 0.1 * p)
     assert not got["/compact"].estimated and got["/rewind"].estimated
     assert got["/compact"].reason.startswith(f"/compact saves ≈{usd(keep - compact)} over the next 10 turns")
-    assert "150,000 resident tokens cost" in got["/compact"].reason
+    assert "150,000 resident tokens cost $0.06 a turn as cache reads at $0.40/MTok" in got["/compact"].reason
+
+
+@pytest.mark.parametrize("price,context", [(3.0, 141_200), (15.0, 80_000), (0.8, 190_000), (3.0, 2_000)])
+def test_the_rate_a_reason_names_gives_its_per_turn_figure(price: float, context: int) -> None:
+    """Every figure matches its source: the tokens times the rate the text names is the cost it names."""
+    for s in C.release_savings(context_tokens=context, system_tokens=1_000, price=C.Price(price, "x", "default"),
+                               turns=10):
+        m = re.search(r"the ([\d,]+) resident tokens cost \$([\d.]+) a turn as cache reads at \$([\d.]+)/MTok",
+                      s.reason)
+        assert m is not None, s.reason
+        tokens, per_turn, rate = int(m.group(1).replace(",", "")), m.group(2), float(m.group(3))
+        assert rate == pytest.approx(price / 10)
+        assert usd(tokens * rate / 1e6) == f"${per_turn}"
 
 
 def test_compact_of_a_small_context_costs_more_than_it_saves() -> None:

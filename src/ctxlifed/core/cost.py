@@ -286,7 +286,9 @@ def _reason(action: str, saved: float, n: int, c: int, price: Price, cold: bool,
     per_turn = resident_turn_usd(c, price)
     head = (f"{action} saves ≈{usd(saved)} over the next {n} turns" if saved > 0
             else f"{action} costs ≈{usd(-saved)} more than it saves over the next {n} turns")
-    tail = (f"the {c:,} resident tokens cost {usd(per_turn)} a turn at {usd(price.input_per_mtok)}/MTok input"
+    # the rate said is the one the figure is made of (a tenth of the input price): c x rate = the figure
+    tail = (f"the {c:,} resident tokens cost {usd(per_turn)} a turn as cache reads at "
+            f"{usd(price.input_per_mtok * CACHE_READ)}/MTok"
             + ("; the cache has expired, so the next turn re-writes them" if cold else ""))
     return f"{head} ({note + '; ' if note else ''}{tail})"
 
