@@ -390,8 +390,9 @@ class Writer:
         self._apply_max_bytes(max_bytes)
         # Checkpoints are taken off the commit path: SQLite's automatic one would run inside a
         # random commit (a spike in the tail); ``background_checkpoint`` runs PASSIVE from its
-        # own connection, concurrently with writes (periodically, and past WAL_SOON from the
-        # checkpoint thread), and the writer only steps in past WAL_CAP.
+        # own connection on the checkpoint thread, concurrently with writes (when the daemon asks,
+        # periodically, and when a commit leaves the WAL past WAL_SOON), and the writer only steps
+        # in past WAL_CAP.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
         # Idle work: the trigram backlog (``backlog.py``), indexed between jobs, off the reply path.
         self.idle: Callable[[sqlite3.Connection], bool] | None = (
