@@ -58,7 +58,9 @@ Rules:
 - The WAL is capped (``wal_cap``): past it, the writer thread runs a ``TRUNCATE`` checkpoint
   before its next transaction, waiting for the readers still on older frames (each read has a
   deadline). A ``PASSIVE`` checkpoint alone never restarts the log while readers overlap, and a
-  burst with reads going on then grew the WAL without bound.
+  burst with reads going on then grew the WAL without bound. It does the same when a transaction is
+  refused below the free-space mark: the WAL keeps its high-water size until truncated, and on a
+  small disk that may be the space missing (the daemon stayed refusing after space was freed).
 - Readers: a search (``Readers.search``) runs under a budget (``search_s``; past it,
   :class:`QueryTooBroadError`) and at most ``size - RESERVED`` searches hold a connection at once,
   so other reads (hooks, status) always find one: no client can hold every reader.
@@ -321,6 +323,13 @@ TRUNCATE_RETRY_S = 1.0  # after it gave up (a reader outside the daemon): first 
 TRUNCATE_RETRY_MAX_S = 60.0
 
 
+def _wal_bytes(path: str) -> int:
+    try:
+        return os.path.getsize(path + "-wal")
+    except OSError:
+        return 0
+
+
 class Writer:
     """The single writer. ``await writer.run(fn)`` runs ``fn(conn)`` inside a committed transaction."""
 
@@ -486,12 +495,16 @@ class Writer:
         except OSError:
             return
         if size > self.wal_cap:
-            if not self._wal_over and time.monotonic() >= self._wal_retry_at:
-                self._wal_over = True
-                if threading.current_thread() is not self._thread:
-                    self._q.put(_NUDGE)  # an inline commit: wake the writer thread to do it
+            self._ask_truncation()
         elif size > self._wal_soon and not self._cp_wanted.is_set():
             self.request_checkpoint()
+
+    def _ask_truncation(self) -> None:
+        """Have the writer thread truncate the WAL before its next transaction (unless it backs off)."""
+        if not self._wal_over and time.monotonic() >= self._wal_retry_at:
+            self._wal_over = True
+            if threading.current_thread() is not self._thread:
+                self._q.put(_NUDGE)  # an inline commit: wake the writer thread to do it
 
     def start_checkpointer(self) -> None:
         """Start the checkpoint thread with its connection now. A daemon calls this once at start: the
@@ -766,6 +779,10 @@ class Writer:
         on the event loop): when another process holds the write lock, return None at once, with
         nothing run and nobody answered, instead of waiting up to the busy timeout."""
         if self.min_free_bytes and self.free_bytes() < self.min_free_bytes:
+            # The WAL keeps its high-water size until it is truncated: on a small disk that space may be
+            # what is missing. Give it back before the next transaction; this one is refused (retried).
+            if _wal_bytes(self.path):
+                self._ask_truncation()
             err = StorageFullError(
                 f"free disk space below {self.min_free_bytes // (1 << 20)} MiB on {os.path.dirname(self.path)}"
             )
