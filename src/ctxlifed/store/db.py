@@ -324,6 +324,7 @@ TRUNCATE_RETRY_MAX_S = 60.0
 
 
 def _wal_bytes(path: str) -> int:
+    """The size of the store's WAL file; 0 when there is none."""
     try:
         return os.path.getsize(path + "-wal")
     except OSError:
@@ -490,10 +491,7 @@ class Writer:
         checkpoint thread runs a PASSIVE checkpoint next to the writer (a burst of big rows grows the
         WAL by megabytes a second, faster than the periodic checkpoint drains it); past ``wal_cap``
         the writer thread truncates it before its next transaction (``_truncate_wal``)."""
-        try:
-            size = os.path.getsize(self.path + "-wal")
-        except OSError:
-            return
+        size = _wal_bytes(self.path)
         if size > self.wal_cap:
             self._ask_truncation()
         elif size > self._wal_soon and not self._cp_wanted.is_set():
@@ -552,7 +550,8 @@ class Writer:
             self.background_checkpoint()
 
     def _truncate_wal(self) -> None:
-        """The WAL passed ``wal_cap``: a TRUNCATE checkpoint from the writer thread, outside any
+        """The WAL passed ``wal_cap``, or a transaction was refused below the free-space mark
+        (``_ask_truncation``): a TRUNCATE checkpoint from the writer thread, outside any
         transaction. It waits (busy handler) for the readers still on frames it must copy, which
         end within their deadline, and empties the file; if it could not finish (a reader outside the
         daemon), a commit asks again after a backoff."""
