@@ -195,6 +195,7 @@ class Daemon:
                 await tg.start(self._signal_watch)
                 tg.start_soon(self._housekeeping)
                 tg.start_soon(self._watch_files)
+                tg.start_soon(self._watch_outputs)
                 try:  # the hot path's first-use work, so the first hook does not pay it
                     warm_up()
                     await self.readers.warm()
@@ -327,6 +328,12 @@ class Daemon:
 
         assert self.service is not None
         await watch_loop(Watched(config_path=self.paths.config, service=self.service, apply_config=self._apply_config))
+
+    async def _watch_outputs(self) -> None:
+        from .watch import readahead_loop
+
+        assert self.service is not None
+        await readahead_loop(self.service.readahead, self.service.stop_requested)
 
     def _apply_config(self, cfg: Config) -> None:
         """A reloaded config: the daemon's and the service's."""

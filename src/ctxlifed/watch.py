@@ -11,6 +11,11 @@ Rules:
   stop event is set, waits out its notify timeout (5 s) before a cancelled task group may exit.
 - The watch receives what it uses (:class:`Watched`: the config file, the service, how to apply a
   reloaded config), not the daemon: it does not import ``daemon.py``, which imports it.
+- A second watch (:func:`readahead_loop`) follows the folders of persisted outputs that
+  ``service/readahead.py`` arms, and only while one is armed. It polls its changes every
+  :data:`READAHEAD_STEP_MS` (watchfiles hands changes over only after a step with none new), so a file is
+  seen a few ms after it is written, well before its hook's shim has started; it is rebuilt when the armed
+  set changes. A file written while it is being rebuilt is not seen: the hook path then reads it itself.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from .runtime.config import Config, load
 
 if TYPE_CHECKING:
     from .service.app import Service
+    from .service.readahead import ReadAhead
 
 log = structlog.get_logger("ctxlifed.watch")
 REBUILD_S = 1.0
+READAHEAD_STEP_MS = 2
 SCAN_CAP = 500  # files re-indexed when a memory folder starts being watched
 
 
@@ -121,3 +128,45 @@ async def watch_loop(w: Watched) -> None:
             tg.cancel_scope.cancel()
 
 
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Return when any of ``events`` is set."""
+    async with anyio.create_task_group() as tg:
+        async def wait(e: anyio.Event) -> None:
+            await e.wait()
+            tg.cancel_scope.cancel()
+
+        for e in events:
+            tg.start_soon(wait, e)
+
+
+async def readahead_loop(ra: ReadAhead, stop_requested: anyio.Event) -> None:
+    """Watch the folders ``ra`` arms and hand it the files added or changed there (see the rules)."""
+    import watchfiles
+
+    while not stop_requested.is_set():
+        changed = ra.changed
+        folders = [f for f in ra.folders() if os.path.isdir(f)]
+        if not folders:
+            with anyio.move_on_after(REBUILD_S * 60):  # armed folders also expire
+                await _first_of(changed, stop_requested)
+            continue
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            async def stop_on_change() -> None:
+                with anyio.move_on_after(REBUILD_S * 60):
+                    await _first_of(changed, stop_requested)
+                stop.set()
+
+            tg.start_soon(stop_on_change)
+            try:
+                async for changes in watchfiles.awatch(*folders, stop_event=stop, step=READAHEAD_STEP_MS,
+                                                       debounce=200, recursive=False,
+                                                       ignore_permission_denied=True):
+                    ra.on_files(sorted(p for c, p in changes if c != watchfiles.Change.deleted))
+            except (OSError, RuntimeError) as exc:
+                log.warning("readahead_watch_failed", error=str(exc))
+                with anyio.move_on_after(REBUILD_S):
+                    await stop_requested.wait()
+            tg.cancel_scope.cancel()

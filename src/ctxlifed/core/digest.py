@@ -11,6 +11,8 @@ Rules:
   counts such as warnings by flag, matches by file or the failing tests named by the runners recognised,
   see below) and one footer (how to get all or part of it:
   ``<ctl> recall --id <archive_id>`` and, when ``full_path`` is given, ``Read <full_path>``).
+  :func:`digest_body` makes all of it but the footer, from the text alone (the archive id exists only once
+  the original is stored); :func:`with_footer` adds the footer. ``digest`` is the two in one.
 - Kind of output (:func:`output_kind`): from the command first (test run, install, build/compile/lint/type
   check, diff, search/listing, log), then from the text (a runner's summary, ``file:line: error:``,
   ``Successfully installed``, ``diff --git``, timestamped/levelled lines, ``path:line:`` matches);
@@ -109,11 +111,14 @@ __all__ = [
     "MAX_LINE_CHARS",
     "MAX_SCAN",
     "Digest",
+    "DigestBody",
     "OutputKind",
     "digest",
+    "digest_body",
     "kept_verbatim",
     "output_kind",
     "token_estimate",
+    "with_footer",
 ]
 
 OutputKind = Literal["test", "build", "install", "search", "diff", "log", "other"]
@@ -1764,6 +1769,51 @@ def digest(
     ``budget_tokens`` bounds the context/head/tail lines, ``max_tokens`` the must-keep lines;
     ``original_tokens`` may be passed when the caller already measured the original.
     """
+    body = digest_body(text, command=command, kind=kind, budget_tokens=budget_tokens, max_tokens=max_tokens,
+                       original_tokens=original_tokens)
+    return with_footer(body, archive_id=archive_id, full_path=full_path, ctl=ctl)
+
+
+class DigestBody(msgspec.Struct, frozen=True, kw_only=True):
+    """A digest without its footer (the way back to the original, known only once it is archived): what
+    :func:`digest_body` made, and the inputs it was made from (``command`` ... ``original_tokens``), so a
+    caller holding one made ahead of time can tell whether it is the one it would make now."""
+
+    command: str | None
+    budget_tokens: int
+    max_tokens: int
+    kind: str
+    text: str  # header, facts and runs of lines; the footer follows
+    original_lines: int
+    original_tokens: int
+    kept_lines: int
+    must_lines: int
+    must_omitted: int
+
+
+def with_footer(body: DigestBody, *, archive_id: int, full_path: str | None = None,
+                ctl: str = "ctxlifectl") -> Digest:
+    """The digest: ``body`` and its footer naming ``archive_id`` (and ``full_path`` when given)."""
+    foot = f"[full output: {ctl} recall --id {int(archive_id)}"
+    if full_path:
+        foot += f"; or Read {full_path} with offset=<line> and limit=<lines>"
+    foot += "]"
+    out = body.text + "\n" + foot
+    return Digest(kind=body.kind, text=out, original_lines=body.original_lines, original_tokens=body.original_tokens,
+                  tokens=estimate_tokens(out), kept_lines=body.kept_lines, must_lines=body.must_lines,
+                  must_omitted=body.must_omitted)
+
+
+def digest_body(
+    text: str,
+    *,
+    command: str | None = None,
+    kind: OutputKind | None = None,
+    budget_tokens: int = 600,
+    max_tokens: int = 2000,
+    original_tokens: int | None = None,
+) -> DigestBody:
+    """The digest of ``text`` without its footer (see :func:`digest`); the same inputs give the same body."""
     k: OutputKind = kind if kind in KINDS else output_kind(text, command)  # type: ignore[assignment]
     scanned, tail_at, skipped = _scan_window(text)
     lines = scanned.split("\n")
@@ -1860,17 +1910,14 @@ def digest(
         extra.append(f"[only the first and last {_fmt(MAX_SCAN // 2)} characters were scanned]")
     if rendered:
         extra.append(f"[context lines over {MAX_LINE_CHARS} characters are cut: … [+N chars]]")
-    foot = f"[full output: {ctl} recall --id {int(archive_id)}"
-    if full_path:
-        foot += f"; or Read {full_path} with offset=<line> and limit=<lines>"
-    foot += "]"
-    out = "\n".join([head, *extra, *body, foot])
-    return Digest(
+    return DigestBody(
+        command=command,
+        budget_tokens=budget_tokens,
+        max_tokens=max_tokens,
         kind=k,
-        text=out,
+        text="\n".join([head, *extra, *body]),
         original_lines=total_lines,
         original_tokens=orig_tokens,
-        tokens=estimate_tokens(out),
         kept_lines=len(shown),
         must_lines=must_found,
         must_omitted=omitted + omitted_verdicts,

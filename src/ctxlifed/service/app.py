@@ -89,6 +89,7 @@ from . import wrap
 from .advice import Adviser, near_autocompact, with_reason
 from . import briefing, pipeline, reads, spool
 from .dispatch import Route, dispatch as dispatch_request
+from .readahead import ReadAhead
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
 from .state import SessionState, dump
@@ -125,6 +126,7 @@ class Service:
                                            on_stored=lambda project: self.spawn(self.ledgers.write_lessons, project))
         self.ledgers = LedgerWriter(writer, readers, config=lambda: self.cfg, clock=clock)
         self.adviser = Adviser(readers, lambda: self.matrix, self.is_stale)
+        self.readahead = ReadAhead()
         self.transcripts = TranscriptReader(lambda: self.cfg, self.registry.hook_delivered,
                                             lambda st, post_tokens: compaction.boundary_seen(self.writer, st, post_tokens))
         self.spool_ingested = 0
@@ -231,6 +233,8 @@ class Service:
             return methods.HookResult()
         async with self.registry.ack_lock(sid):
             st = self.registry.touch(sid)
+            if source == "hook":
+                self._read_ahead_bookkeeping(hook, event, sid, project, st)
             if st is not None and event in derivation.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(incoming, st)
@@ -246,6 +250,21 @@ class Service:
                     self.registry.restore(sid, snapshot)
                     raise
 
+    def _read_ahead_bookkeeping(self, hook: Any, event: str, sid: str, project: str, st: SessionState | None) -> None:
+        """Arm, end or disarm the read-ahead of persisted outputs (``readahead.py``) for a live hook."""
+        ra = self.readahead
+        if isinstance(hook, PreToolUse):
+            if hook.tool_name == "Bash" and st is not None:
+                cfg = self.cfg
+                ra.arm(transcript_path=st.transcript_path, session=sid, roots=cfg.allowed_transcript_roots(),
+                       tool_use_id=hook.tool_use_id, command=hook.input_text("command"),
+                       settings=compress.settings_for(cfg, project), edited_paths=st.files_touched,
+                       redacts=cfg.redact, max_bytes=compress.MAX_PERSISTED_BYTES)
+        elif isinstance(hook, (PostToolUse, PostToolUseFailure)):
+            ra.call_ended(sid, hook.tool_use_id)
+        elif event in ("Stop", "StopFailure", "SessionEnd"):
+            ra.disarm(sid)
+
     async def _acknowledge(self, incoming: pipeline.Incoming, st: SessionState) -> methods.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
         hook, event, project, cwd, now, row = (incoming.hook, incoming.event, incoming.project, incoming.cwd,
@@ -254,9 +273,11 @@ class Service:
         # writer thread's group commit, which runs next to the event loop instead of on it.
         pending = None
         if isinstance(hook, PostToolUse) and row.source == "hook":
+            roots, redacts = self.cfg.allowed_transcript_roots(), self.cfg.redact
             pending = await compress.prepare_event(self.cfg, hook, project=project, level=st.level,
                                                    phase=st.phase.phase, edited_paths=st.files_touched,
-                                                   transcript_path=st.transcript_path, session=st.session)
+                                                   transcript_path=st.transcript_path, session=st.session,
+                                                   ahead=lambda path: self.readahead.take(path, roots, redacts=redacts))
         if pending is None:
             eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.scheduler.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id

@@ -8,7 +8,8 @@ Rules:
   (the daemon just started), an error, a timeout (:data:`PREPARE_TIMEOUT_S`) or an unknown shape:
   the original stays (no ``updatedToolOutput``). Nothing here raises into the hook path.
 - Order: :func:`prepare_event` (decide from the typed PostToolUse; read Claude Code's persisted file
-  when the event holds only the first 30,000 characters; redact it) -> ONE writer job
+  when the event holds only the first 30,000 characters, and redact it, unless ``readahead.py`` did both,
+  and made the digest's body, when the file appeared) -> ONE writer job
   (``store.outputs.store_ack``) commits the event AND the archive row of the full original, so the
   id the digest names exists when the answer is sent -> :func:`finish` writes the full original to a
   file the model can ``Read`` and builds the digest (named by that id and that file) and the answer.
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +48,7 @@ import structlog
 
 from ..core import classify, summarize as SUM
 from ..core.compress_policy import CompressSettings, Decision, decide, post_tool_use_answer, worth_replacing
-from ..core.digest import digest
+from ..core.digest import DigestBody, digest_body, with_footer
 from ..core.events import elements_from_event
 from ..core.hook_events import PostToolUse, PostToolUseFailure, as_text
 from ..core.redact import redact
@@ -56,6 +57,7 @@ from ..runtime.bounded_read import Refused, read_bounded
 from ..runtime.config import Config
 from ..store import ops
 from . import files
+from .readahead import Ahead
 
 log = structlog.get_logger("ctxlifed.compress")
 
@@ -77,6 +79,7 @@ class Pending:
     command: str
     row: ops.ArchiveRow
     out_dir: str | None
+    body: DigestBody | None = None  # the digest's body made ahead (readahead.py), checked before use
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +191,11 @@ async def _io(fn: Any, *args: Any, size: int) -> Any:
 
 async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level: int, phase: str,
                         edited_paths: list[str], transcript_path: str | None, session: str,
-                        cut_chars: int | None = None) -> Pending | None:
+                        cut_chars: int | None = None,
+                        ahead: Callable[[str], Ahead | None] | None = None) -> Pending | None:
     """Decide whether this PostToolUse output is replaced; None keeps it. Never raises. ``cut_chars``:
-    the length from which Claude Code would not show an output whole (``wrap.py``: a failing command's)."""
+    the length from which Claude Code would not show an output whole (``wrap.py``: a failing command's);
+    ``ahead``: the persisted output's file read ahead (``readahead.py``), by its path, or None."""
     tool_name = event.tool_name
     if tool_name != "Bash" and not tool_name.startswith("mcp__"):
         return None
@@ -198,7 +203,7 @@ async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level:
         with anyio.move_on_after(PREPARE_TIMEOUT_S):
             return await _prepare(cfg, event, project=project, level=level, phase=phase,
                                   edited_paths=edited_paths, transcript_path=transcript_path, session=session,
-                                  cut_chars=cut_chars)
+                                  cut_chars=cut_chars, ahead=ahead)
         log.warning("compress_timeout", tool=tool_name)
     except Exception:  # noqa: BLE001 - fail safe: the original stays
         log.exception("compress_prepare_failed", tool=tool_name)
@@ -207,7 +212,7 @@ async def prepare_event(cfg: Config, event: PostToolUse, *, project: str, level:
 
 async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
                    phase: str, edited_paths: list[str], transcript_path: str | None, session: str,
-                   cut_chars: int | None = None) -> Pending | None:
+                   cut_chars: int | None = None, ahead: Callable[[str], Ahead | None] | None = None) -> Pending | None:
     settings = settings_for(cfg, project)
     if cut_chars:
         settings = msgspec.structs.replace(settings, cut_chars=cut_chars)
@@ -217,14 +222,19 @@ async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
     if dec is None:
         return None
     roots = cfg.allowed_transcript_roots()
+    body = None
     if not dec.complete:
-        size = event.persisted_output_size
-        full = await _io(read_persisted, event.persisted_output_path, roots,
-                         size=size if size is not None else MAX_PERSISTED_BYTES)
-        if not full:
-            return None
-        if cfg.redact:
-            full, _n = redact(full)
+        early = ahead(event.persisted_output_path) if ahead is not None else None
+        if early is not None:  # read and redacted from the same file, with the same setting
+            full, body = early.text, early.body
+        else:
+            size = event.persisted_output_size
+            full = await _io(read_persisted, event.persisted_output_path, roots,
+                             size=size if size is not None else MAX_PERSISTED_BYTES)
+            if not full:
+                return None
+            if cfg.redact:
+                full, _n = redact(full)
         dec = decide(event, level=level, phase=phase, settings=settings, edited_paths=edited_paths, full_text=full)
         if dec is None or not dec.complete:
             return None
@@ -243,7 +253,8 @@ async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
                          priority=classify.priority(el, phase), level=0,
                          truncated="characters cut by ctxlifed" in el.text)
     return Pending(decision=dec, settings=settings, tool_name=tool_name, tool_response=tr,
-                   command=event.input_text("command"), row=row, out_dir=outputs_dir(transcript_path, session, roots))
+                   command=event.input_text("command"), row=row, out_dir=outputs_dir(transcript_path, session, roots),
+                   body=body)
 
 
 def full_event(event: PostToolUse, p: Pending) -> PostToolUse:
@@ -263,9 +274,13 @@ async def finish(p: Pending, archive_id: int, *, ctl: str, max_dir_bytes: int) -
         if p.out_dir is not None:
             path = await _io(write_output, p.out_dir, f"{archive_id}.txt", dec.text, max_dir_bytes,
                              size=len(dec.text))
-        dg = digest(dec.text, command=p.command or None, kind=dec.kind, archive_id=archive_id, full_path=path,
-                    ctl=ctl, budget_tokens=p.settings.digest_budget_tokens, max_tokens=p.settings.digest_max_tokens,
-                    original_tokens=dec.original_tokens)
+        s = p.settings
+        body = p.body
+        if body is None or (body.command, body.kind, body.budget_tokens, body.max_tokens, body.original_tokens) != (
+                p.command or None, dec.kind, s.digest_budget_tokens, s.digest_max_tokens, dec.original_tokens):
+            body = digest_body(dec.text, command=p.command or None, kind=dec.kind, budget_tokens=s.digest_budget_tokens,
+                               max_tokens=s.digest_max_tokens, original_tokens=dec.original_tokens)
+        dg = with_footer(body, archive_id=archive_id, full_path=path, ctl=ctl)
         if not worth_replacing(dec.original_tokens, dg.tokens, p.settings):
             return None
         ans = post_tool_use_answer(p.tool_name, p.tool_response, dg.text)

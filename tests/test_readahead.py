@@ -1,0 +1,291 @@
+"""Read-ahead of persisted outputs (service/readahead.py, issue 17): a Bash output Claude Code persisted
+is read, redacted and digested when its file appears; the PostToolUse that follows uses that work only
+when it is exactly the work it would do itself, and answers byte for byte as without read-ahead."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from ctxlifed.core.compress_policy import CompressSettings
+from ctxlifed.core.digest import digest, digest_body, with_footer
+from ctxlifed.core.model import estimate_tokens
+from ctxlifed.core.redact import redact
+from ctxlifed.service import readahead as RA
+from ctxlifed.service.readahead import ReadAhead, tool_results_folder
+
+CORPUS = Path(__file__).resolve().parent.parent / "bench" / "digest_corpus"
+LOG = (CORPUS / "pytest_verbose_failures.txt").read_text()
+CMD = "python -m pytest -v tests 2>&1 | tee /tmp/pytest.log"
+SID = "c0e50000-0000-0000-0000-0000000000aa"
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+ON = CompressSettings()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _layout(base: Path) -> tuple[Path, Path, tuple[str, ...]]:
+    tdir = base / "projects" / "-proj"
+    tdir.mkdir(parents=True, exist_ok=True)
+    transcript = tdir / f"{SID}.jsonl"
+    transcript.touch()
+    return transcript, tdir / SID / "tool-results", (str(base.resolve()),)
+
+
+def _arm(ra: ReadAhead, transcript: Path, roots: tuple[str, ...], *, call: str = "toolu_1", command: str = CMD,
+         settings: CompressSettings = ON, redacts: bool = True, session: str = SID) -> None:
+    ra.arm(transcript_path=str(transcript), session=session, roots=roots, tool_use_id=call, command=command,
+           settings=settings, edited_paths=(), redacts=redacts, max_bytes=16 << 20)
+
+
+def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_make(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    _arm(ra, transcript, roots)
+    assert ra.folders() == [str(folder.resolve())] and folder.is_dir()
+    assert (folder.stat().st_mode & 0o777) == 0o700
+    text = LOG + f"\nexport AWS_ACCESS_KEY_ID={SECRET}\n"
+    f = folder / "b31qnz1cs.txt"
+    f.write_text(text)
+    ra.on_files([str(f)])
+    got = ra.take(str(f), roots, redacts=True)
+    assert got is not None and ra.used == 1
+    want_text, _n = redact(text)
+    assert got.text == want_text and SECRET not in got.text
+    want = digest_body(want_text, command=CMD, budget_tokens=ON.digest_budget_tokens, max_tokens=ON.digest_max_tokens,
+                       original_tokens=estimate_tokens(want_text))
+    assert got.body == want
+    # with its footer it is the digest the hook path makes
+    dg = with_footer(got.body, archive_id=7, full_path="/x/7.txt")
+    assert dg == digest(want_text, command=CMD, archive_id=7, full_path="/x/7.txt",
+                        original_tokens=estimate_tokens(want_text))
+    # taken once: not held, and not read ahead again
+    assert ra.take(str(f), roots, redacts=True) is None
+    ra.on_files([str(f)])
+    assert ra.made == 1
+
+
+def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    _arm(ra, transcript, roots)
+    f = folder / "a.txt"
+    f.write_text(LOG[: len(LOG) // 2])  # read while Claude Code was still writing it, say
+    ra.on_files([str(f)])
+    f.write_text(LOG)
+    os.utime(f, ns=(1, 1))
+    assert ra.take(str(f), roots, redacts=True) is None and ra.missed == 1
+    g = folder / "b.txt"
+    g.write_text(LOG)
+    ra.on_files([str(g)])
+    assert ra.take(str(g), roots, redacts=False) is None  # read redacted; the hook path now does not redact
+
+
+def test_with_two_calls_running_the_file_is_read_but_not_digested(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    _arm(ra, transcript, roots, call="toolu_1")
+    _arm(ra, transcript, roots, call="toolu_2", command="make test")
+    f = folder / "a.txt"
+    f.write_text(LOG)
+    ra.on_files([str(f)])
+    got = ra.take(str(f), roots, redacts=True)
+    assert got is not None and got.body is None and got.text == redact(LOG)[0]
+
+
+def test_nothing_is_read_when_not_armed_after_the_call_ended_or_the_turn(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    folder.mkdir(parents=True)
+    f = folder / "a.txt"
+    f.write_text(LOG)
+    ra.on_files([str(f)])  # not armed
+    _arm(ra, transcript, roots)
+    ra.call_ended(SID, "toolu_1")  # its hook came first: nothing to prepare
+    ra.on_files([str(f)])
+    assert ra.made == 0
+    _arm(ra, transcript, roots, call="toolu_2")
+    hook_file = folder / "hook-toolu_2-PostToolUse-abc-additionalContext.txt"  # a hook's own saved output
+    hook_file.write_text(LOG)
+    ra.on_files([str(hook_file), str(folder / "x.json")])
+    assert ra.made == 0
+    changed = ra.changed
+    ra.disarm(SID)
+    assert changed.is_set() and ra.folders() == []
+    ra.on_files([str(f)])
+    assert ra.made == 0
+
+
+@pytest.mark.parametrize("command,settings", [
+    ("cat build.log", ON),  # asked to be shown verbatim: kept whatever its size
+    (CMD, msgspec.structs.replace(ON, compress_outputs="off")),
+    ("", ON),
+])
+def test_calls_whose_output_is_kept_arm_nothing(tmp_path: Path, command: str, settings: CompressSettings) -> None:
+    transcript, _folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    _arm(ra, transcript, roots, command=command, settings=settings)
+    assert ra.folders() == []
+
+
+def test_a_transcript_outside_the_roots_arms_nothing(tmp_path: Path) -> None:
+    transcript, _folder, _roots = _layout(tmp_path / "a")
+    ra = ReadAhead()
+    _arm(ra, transcript, (str((tmp_path / "b").resolve()),))
+    assert ra.folders() == [] and not (tmp_path / "a" / "projects" / "-proj" / SID).exists()
+    assert tool_results_folder(str(transcript), "../x", (str(tmp_path.resolve()),)) is None
+
+
+def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    clock = Clock()
+    ra = ReadAhead(clock)
+    _arm(ra, transcript, roots)
+    names = [folder / f"{i}.txt" for i in range(RA.MAX_HELD + 3)]
+    for p in names:
+        p.write_text(f"line {p.name}\n" * 50)
+    ra.on_files([str(p) for p in names])
+    assert ra.made == len(names)
+    assert ra.take(str(names[0]), roots, redacts=True) is None  # the oldest were dropped
+    assert ra.take(str(names[-1]), roots, redacts=True) is not None
+    for i in range(RA.MAX_FOLDERS + 2):
+        t, _f, r = _layout(tmp_path / f"s{i}")
+        _arm(ra, t, r)
+    assert len(ra.folders()) == RA.MAX_FOLDERS
+    clock.t += RA.ARM_TTL_S + 1
+    assert ra.folders() == []
+
+
+def test_a_file_that_cannot_be_read_leaves_no_result(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    _arm(ra, transcript, roots)
+    os.symlink("/etc/passwd", folder / "a.txt")
+    (folder / "b.txt").mkdir()
+    ra.on_files([str(folder / "a.txt"), str(folder / "b.txt"), str(folder / "gone.txt")])
+    assert ra.made == 0
+
+
+# ---------------------------------------------------------------- through the service and the real watch
+
+def _run_session(base: Path, *, watch: bool) -> tuple[dict[str, Any], ReadAhead, Path]:
+    from ctxlifed.runtime.config import load
+    from ctxlifed.runtime.paths import Paths
+    from ctxlifed.service.app import Service
+    from ctxlifed.store.db import Readers, Writer
+    from ctxlifed.watch import readahead_loop
+
+    proj = base / "proj"
+    (proj / ".git").mkdir(parents=True)
+    transcript, folder, _roots = _layout(base)
+    paths = Paths(socket=str(base / "s.sock"), data_dir=str(base), config=str(base / "c.toml"))
+    writer, readers = Writer(paths.db), Readers(paths.db)
+    svc = Service(load(None, env={"CTXLIFED_TRANSCRIPT_ROOTS": str(base)}), paths, writer, readers)
+    ra = svc.readahead
+    common = {"session_id": SID, "cwd": str(proj), "transcript_path": str(transcript)}
+    text = LOG + f"\nexport AWS_ACCESS_KEY_ID={SECRET}\n"
+    tool = {"tool_name": "Bash", "tool_use_id": "toolu_1", "tool_input": {"command": CMD}}
+    seen: dict[str, anyio.Event] = {}
+    on_files = ra.on_files
+
+    def noted(paths: Any) -> None:
+        paths = list(paths)
+        on_files(paths)
+        for p in paths:
+            seen.setdefault(os.path.basename(p), anyio.Event()).set()
+
+    ra.on_files = noted  # type: ignore[method-assign]
+
+    async def watched(name: str) -> bool:
+        with anyio.move_on_after(0.05):
+            await seen.setdefault(name, anyio.Event()).wait()
+            return True
+        return False
+
+    loop_done = anyio.Event()
+
+    async def watch_loop() -> None:
+        await readahead_loop(ra, svc.stop_requested)
+        loop_done.set()
+
+    async def main() -> dict[str, Any]:
+        async with anyio.create_task_group() as tg:
+            svc.bind(tg)
+            if watch:
+                tg.start_soon(watch_loop)
+            await svc.hook({**common, "hook_event_name": "SessionStart", "source": "startup"})
+            await svc.hook({**common, "hook_event_name": "PreToolUse", **tool})
+            if watch:
+                # The watch starts in the background: until it reports a probe, a file could be missed.
+                for i in range(100):
+                    (folder / f"probe{i}").write_text("x")
+                    if await watched(f"probe{i}"):
+                        break
+                else:
+                    raise AssertionError("the watch never started")
+            (folder / "b31qnz1cs.txt").write_text(text)
+            if watch:
+                with anyio.fail_after(10):
+                    await seen.setdefault("b31qnz1cs.txt", anyio.Event()).wait()
+            r = await svc.hook({**common, "hook_event_name": "PostToolUse", **tool, "tool_response": {
+                "stdout": text[:30_000], "stderr": "", "interrupted": False, "isImage": False,
+                "noOutputExpected": False, "persistedOutputPath": str(folder / "b31qnz1cs.txt"),
+                "persistedOutputSize": len(text)}})
+            await svc.hook({**common, "hook_event_name": "Stop", "stop_hook_active": False})
+            svc.stop_requested.set()
+            if watch:
+                with anyio.fail_after(5):
+                    await loop_done.wait()  # the daemon's stop ends the watch at once
+            tg.cancel_scope.cancel()
+            return json.loads(r.stdout)
+
+    try:
+        return anyio.run(main), ra, folder
+    finally:
+        writer.close()
+        readers.close()
+
+
+def test_the_hook_answers_as_without_read_ahead_through_the_real_watch(short_tmp: Path) -> None:
+    with_ra, ra, folder = _run_session(short_tmp / "a", watch=True)
+    without, ra0, _ = _run_session(short_tmp / "b", watch=False)
+    assert ra.made == 1 and ra.used == 1 and ra.missed == 0  # the work was done ahead, and used
+    assert ra0.made == 0 and ra0.used == 0 and ra0.missed == 1
+    dg = with_ra["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    assert SECRET not in dg and "FAILED" in dg
+    assert json.dumps(with_ra).replace(str(short_tmp / "a"), "B") == json.dumps(without).replace(str(short_tmp / "b"), "B")
+    assert ra.folders() == []  # the turn's Stop disarmed the session
+
+
+def test_the_answer_uses_a_body_only_when_made_from_the_same_inputs(short_tmp: Path) -> None:
+    """finish() makes the body again when the one made ahead came from other inputs (a budget, say, changed
+    by a config reload in between): the digest is still exactly the hook path's own."""
+    from ctxlifed.service import compress
+
+    text = redact(LOG)[0]
+    toks = estimate_tokens(text)
+    stale = digest_body(text, command=CMD, budget_tokens=40, max_tokens=ON.digest_max_tokens, original_tokens=toks)
+    from ctxlifed.core.compress_policy import Decision
+    from ctxlifed.store import ops
+
+    dec = Decision(kind="test", reason="x", text=text, original_tokens=toks, cut_by_claude=True, complete=True)
+    row = ops.ArchiveRow(session=SID, project="/p", ts=0.0, kind="tool_result", text=text, summary="", phase="testing",
+                         tool="Bash", file_path=None, uid="toolu_1", priority=0, level=0, truncated=False)
+    p = compress.Pending(decision=dec, settings=ON, tool_name="Bash", tool_response={"stdout": text[:30_000]},
+                         command=CMD, row=row, out_dir=None, body=stale)
+    got = anyio.run(lambda: compress.finish(p, 5, ctl="ctxlifectl", max_dir_bytes=1 << 20))
+    want = digest(text, command=CMD, kind="test", archive_id=5, original_tokens=toks)
+    assert got is not None and got.fields["updatedToolOutput"]["stdout"] == want.text
+    assert with_footer(stale, archive_id=5).text != want.text  # the stale body would have said something else
