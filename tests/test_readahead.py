@@ -14,9 +14,10 @@ import msgspec
 import pytest
 
 from ctxlifed.core.compress_policy import CompressSettings
-from ctxlifed.core.digest import digest, digest_body, with_footer
+from ctxlifed.core.digest import digest, digest_body, output_kind, with_footer
 from ctxlifed.core.model import estimate_tokens
 from ctxlifed.core.redact import redact
+from ctxlifed.core.transcript import open_bash_commands
 from ctxlifed.service import readahead as RA
 from ctxlifed.service.readahead import ReadAhead, tool_results_folder
 
@@ -44,10 +45,31 @@ def _layout(base: Path) -> tuple[Path, Path, tuple[str, ...]]:
     return transcript, tdir / SID / "tool-results", (str(base.resolve()),)
 
 
-def _arm(ra: ReadAhead, transcript: Path, roots: tuple[str, ...], *, call: str = "toolu_1", command: str = CMD,
-         settings: CompressSettings = ON, redacts: bool = True, session: str = SID) -> None:
-    ra.arm(transcript_path=str(transcript), session=session, roots=roots, tool_use_id=call, command=command,
-           settings=settings, edited_paths=(), redacts=redacts, max_bytes=16 << 20)
+def _arm(ra: ReadAhead, transcript: Path, roots: tuple[str, ...], *, settings: CompressSettings = ON,
+         redacts: bool = True, session: str = SID, edited: tuple[str, ...] = ()) -> None:
+    ra.arm(transcript_path=str(transcript), session=session, roots=roots, settings=settings, edited_paths=edited,
+           redacts=redacts, max_bytes=16 << 20)
+
+
+def _call(transcript: Path, tool_id: str, command: str, *, sidechain: bool = False) -> None:
+    """Claude Code records a Bash call in the transcript before it runs it."""
+    rec = {"type": "assistant", "isSidechain": sidechain, "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Running it."},
+        {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command, "description": "x"}}]}}
+    with transcript.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def _result(transcript: Path, tool_id: str) -> None:
+    rec = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": tool_id, "content": "done"}]}}
+    with transcript.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def _want_body(text: str, command: str | None) -> Any:
+    return digest_body(text, kind=output_kind(text, command), budget_tokens=ON.digest_budget_tokens,
+                       max_tokens=ON.digest_max_tokens, original_tokens=estimate_tokens(text))
 
 
 def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_make(tmp_path: Path) -> None:
@@ -56,6 +78,9 @@ def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_m
     _arm(ra, transcript, roots)
     assert ra.folders() == [str(folder.resolve())] and folder.is_dir()
     assert (folder.stat().st_mode & 0o777) == 0o700
+    _call(transcript, "toolu_0", "ls")
+    _result(transcript, "toolu_0")
+    _call(transcript, "toolu_1", CMD)  # running now: the only call without a result
     text = LOG + f"\nexport AWS_ACCESS_KEY_ID={SECRET}\n"
     f = folder / "b31qnz1cs.txt"
     f.write_text(text)
@@ -64,9 +89,7 @@ def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_m
     assert got is not None and ra.used == 1
     want_text, _n = redact(text)
     assert got.text == want_text and SECRET not in got.text
-    want = digest_body(want_text, command=CMD, budget_tokens=ON.digest_budget_tokens, max_tokens=ON.digest_max_tokens,
-                       original_tokens=estimate_tokens(want_text))
-    assert got.body == want
+    assert got.body == _want_body(want_text, CMD) and got.body.kind == "test"
     # with its footer it is the digest the hook path makes
     dg = with_footer(got.body, archive_id=7, full_path="/x/7.txt")
     assert dg == digest(want_text, command=CMD, archive_id=7, full_path="/x/7.txt",
@@ -77,12 +100,45 @@ def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_m
     assert ra.made == 1
 
 
+def test_the_running_command_is_read_from_the_transcript_tail() -> None:
+    def line(rec: dict[str, Any]) -> bytes:
+        return json.dumps(rec).encode() + b"\n"
+
+    def use(i: str, cmd: str, side: bool = False) -> bytes:
+        return line({"type": "assistant", "isSidechain": side, "message": {"content": [
+            {"type": "tool_use", "id": i, "name": "Bash", "input": {"command": cmd}}]}})
+
+    def res(i: str) -> bytes:
+        return line({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": i, "content": [
+            {"type": "text", "text": "x" * 100}]}]}})
+
+    tail = use("a", "ls") + res("a") + use("b", "make") + use("c", "pytest", side=True) + b"not json\n" + b'{"tool_use": 3}\n'
+    assert open_bash_commands(tail, cut=False) == ["make"]
+    assert open_bash_commands(tail + use("d", "go test ./..."), cut=False) == ["make", "go test ./..."]
+    assert open_bash_commands(tail + res("b"), cut=False) == []
+    # a tail that starts inside a line skips it
+    assert open_bash_commands(use("e", "cargo test")[5:] + use("f", "npm test"), cut=True) == ["npm test"]
+
+
+def test_the_kind_comes_from_the_text_when_no_single_command_is_running(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    _arm(ra, transcript, roots)
+    _call(transcript, "toolu_1", CMD)
+    _call(transcript, "toolu_2", "make test")
+    f = folder / "a.txt"
+    f.write_text(LOG)
+    ra.on_files([str(f)])
+    got = ra.take(str(f), roots, redacts=True)
+    assert got is not None and got.body == _want_body(redact(LOG)[0], None)
+
+
 def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
     ra = ReadAhead()
     _arm(ra, transcript, roots)
     f = folder / "a.txt"
-    f.write_text(LOG[: len(LOG) // 2])  # read while Claude Code was still writing it, say
+    f.write_text(LOG[: len(LOG) // 2])  # say the file changed after it was read
     ra.on_files([str(f)])
     f.write_text(LOG)
     os.utime(f, ns=(1, 1))
@@ -91,32 +147,18 @@ def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_
     g.write_text(LOG)
     ra.on_files([str(g)])
     assert ra.take(str(g), roots, redacts=False) is None  # read redacted; the hook path now does not redact
+    assert ra.take("/etc/passwd", roots, redacts=True) is None  # outside the roots
 
 
-def test_with_two_calls_running_the_file_is_read_but_not_digested(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
-    _arm(ra, transcript, roots, call="toolu_1")
-    _arm(ra, transcript, roots, call="toolu_2", command="make test")
-    f = folder / "a.txt"
-    f.write_text(LOG)
-    ra.on_files([str(f)])
-    got = ra.take(str(f), roots, redacts=True)
-    assert got is not None and got.body is None and got.text == redact(LOG)[0]
-
-
-def test_nothing_is_read_when_not_armed_after_the_call_ended_or_the_turn(tmp_path: Path) -> None:
+def test_nothing_is_read_unarmed_for_a_hook_file_or_after_the_session_ended(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
     ra = ReadAhead()
     folder.mkdir(parents=True)
     f = folder / "a.txt"
     f.write_text(LOG)
     ra.on_files([str(f)])  # not armed
-    _arm(ra, transcript, roots)
-    ra.call_ended(SID, "toolu_1")  # its hook came first: nothing to prepare
-    ra.on_files([str(f)])
     assert ra.made == 0
-    _arm(ra, transcript, roots, call="toolu_2")
+    _arm(ra, transcript, roots)
     hook_file = folder / "hook-toolu_2-PostToolUse-abc-additionalContext.txt"  # a hook's own saved output
     hook_file.write_text(LOG)
     ra.on_files([str(hook_file), str(folder / "x.json")])
@@ -128,24 +170,24 @@ def test_nothing_is_read_when_not_armed_after_the_call_ended_or_the_turn(tmp_pat
     assert ra.made == 0
 
 
-@pytest.mark.parametrize("command,settings", [
-    ("cat build.log", ON),  # asked to be shown verbatim: kept whatever its size
-    (CMD, msgspec.structs.replace(ON, compress_outputs="off")),
-    ("", ON),
-])
-def test_calls_whose_output_is_kept_arm_nothing(tmp_path: Path, command: str, settings: CompressSettings) -> None:
-    transcript, _folder, roots = _layout(tmp_path)
+def test_a_command_asked_verbatim_is_not_read_ahead(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
     ra = ReadAhead()
-    _arm(ra, transcript, roots, command=command, settings=settings)
-    assert ra.folders() == []
+    _arm(ra, transcript, roots)
+    _call(transcript, "toolu_1", "cat build.log")
+    f = folder / "a.txt"
+    f.write_text(LOG)
+    ra.on_files([str(f)])
+    assert ra.made == 0
 
 
-def test_a_transcript_outside_the_roots_arms_nothing(tmp_path: Path) -> None:
-    transcript, _folder, _roots = _layout(tmp_path / "a")
+def test_compression_off_or_a_transcript_outside_the_roots_arms_nothing(tmp_path: Path) -> None:
+    transcript, _folder, roots = _layout(tmp_path / "a")
     ra = ReadAhead()
+    _arm(ra, transcript, roots, settings=msgspec.structs.replace(ON, compress_outputs="off"))
     _arm(ra, transcript, (str((tmp_path / "b").resolve()),))
     assert ra.folders() == [] and not (tmp_path / "a" / "projects" / "-proj" / SID).exists()
-    assert tool_results_folder(str(transcript), "../x", (str(tmp_path.resolve()),)) is None
+    assert tool_results_folder(str(transcript), "../x") is None
 
 
 def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path: Path) -> None:
@@ -162,7 +204,7 @@ def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path:
     assert ra.take(str(names[-1]), roots, redacts=True) is not None
     for i in range(RA.MAX_FOLDERS + 2):
         t, _f, r = _layout(tmp_path / f"s{i}")
-        _arm(ra, t, r)
+        _arm(ra, t, r, session=f"s{i}")
     assert len(ra.folders()) == RA.MAX_FOLDERS
     clock.t += RA.ARM_TTL_S + 1
     assert ra.folders() == []
@@ -226,7 +268,15 @@ def _run_session(base: Path, *, watch: bool) -> tuple[dict[str, Any], ReadAhead,
             if watch:
                 tg.start_soon(watch_loop)
             await svc.hook({**common, "hook_event_name": "SessionStart", "source": "startup"})
-            await svc.hook({**common, "hook_event_name": "PreToolUse", **tool})
+            # The session's first Bash call arms its folder (PreToolUse is not installed by default).
+            _call(transcript, "toolu_0", "git status")
+            _result(transcript, "toolu_0")
+            await svc.hook({**common, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_0",
+                            "tool_input": {"command": "git status"}, "tool_response": {
+                                "stdout": "On branch main", "stderr": "", "interrupted": False, "isImage": False,
+                                "noOutputExpected": False}})
+            await svc.dispatch("status", json.dumps({"session": SID}).encode())  # derived: the same ids in both runs
+            _call(transcript, "toolu_1", CMD)
             if watch:
                 # The watch starts in the background: until it reports a probe, a file could be missed.
                 for i in range(100):
@@ -243,7 +293,7 @@ def _run_session(base: Path, *, watch: bool) -> tuple[dict[str, Any], ReadAhead,
                 "stdout": text[:30_000], "stderr": "", "interrupted": False, "isImage": False,
                 "noOutputExpected": False, "persistedOutputPath": str(folder / "b31qnz1cs.txt"),
                 "persistedOutputSize": len(text)}})
-            await svc.hook({**common, "hook_event_name": "Stop", "stop_hook_active": False})
+            await svc.hook({**common, "hook_event_name": "SessionEnd", "reason": "other"})
             svc.stop_requested.set()
             if watch:
                 with anyio.fail_after(5):
@@ -266,7 +316,7 @@ def test_the_hook_answers_as_without_read_ahead_through_the_real_watch(short_tmp
     dg = with_ra["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
     assert SECRET not in dg and "FAILED" in dg
     assert json.dumps(with_ra).replace(str(short_tmp / "a"), "B") == json.dumps(without).replace(str(short_tmp / "b"), "B")
-    assert ra.folders() == []  # the turn's Stop disarmed the session
+    assert ra.folders() == []  # SessionEnd disarmed the session
 
 
 def test_the_answer_uses_a_body_only_when_made_from_the_same_inputs(short_tmp: Path) -> None:

@@ -1,4 +1,5 @@
-"""watchfiles adapter: config reloads and hand edits of L3 memory, turned into service calls.
+"""File watches turned into service calls: config reloads and hand edits of L3 memory (watchfiles), and
+Claude Code's persisted outputs (inotify).
 
 Rules:
 - The only module that imports watchfiles; tests drive ``on_changes`` directly (the seam).
@@ -12,10 +13,9 @@ Rules:
 - The watch receives what it uses (:class:`Watched`: the config file, the service, how to apply a
   reloaded config), not the daemon: it does not import ``daemon.py``, which imports it.
 - A second watch (:func:`readahead_loop`) follows the folders of persisted outputs that
-  ``service/readahead.py`` arms, and only while one is armed. It polls its changes every
-  :data:`READAHEAD_STEP_MS` (watchfiles hands changes over only after a step with none new), so a file is
-  seen a few ms after it is written, well before its hook's shim has started; it is rebuilt when the armed
-  set changes. A file written while it is being rebuilt is not seen: the hook path then reads it itself.
+  ``service/readahead.py`` arms, through inotify (``runtime/inotify.py``: a file is seen when it is
+  closed, well before its hook's shim has started, and nothing runs between files). Without inotify
+  it does nothing: the hook path reads each file itself.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from .runtime import inotify
 from .runtime.config import Config, load
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("ctxlifed.watch")
 REBUILD_S = 1.0
-READAHEAD_STEP_MS = 2
+READAHEAD_EXPIRY_S = 60.0  # how often the armed folders are checked for expiry while nothing happens
 SCAN_CAP = 500  # files re-indexed when a memory folder starts being watched
 
 
@@ -141,32 +142,43 @@ async def _first_of(*events: anyio.Event) -> None:
             tg.start_soon(wait, e)
 
 
-async def readahead_loop(ra: ReadAhead, stop_requested: anyio.Event) -> None:
-    """Watch the folders ``ra`` arms and hand it the files added or changed there (see the rules)."""
-    import watchfiles
-
-    while not stop_requested.is_set():
-        changed = ra.changed
-        folders = [f for f in ra.folders() if os.path.isdir(f)]
-        if not folders:
-            with anyio.move_on_after(REBUILD_S * 60):  # armed folders also expire
-                await _first_of(changed, stop_requested)
-            continue
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            async def stop_on_change() -> None:
-                with anyio.move_on_after(REBUILD_S * 60):
-                    await _first_of(changed, stop_requested)
-                stop.set()
-
-            tg.start_soon(stop_on_change)
-            try:
-                async for changes in watchfiles.awatch(*folders, stop_event=stop, step=READAHEAD_STEP_MS,
-                                                       debounce=200, recursive=False,
-                                                       ignore_permission_denied=True):
-                    ra.on_files(sorted(p for c, p in changes if c != watchfiles.Change.deleted))
-            except (OSError, RuntimeError) as exc:
-                log.warning("readahead_watch_failed", error=str(exc))
-                with anyio.move_on_after(REBUILD_S):
-                    await stop_requested.wait()
+async def _readable_or(fd: int, *events: anyio.Event) -> None:
+    """Return when ``fd`` is readable or any of ``events`` is set."""
+    async with anyio.create_task_group() as tg:
+        async def readable() -> None:
+            await anyio.wait_readable(fd)
             tg.cancel_scope.cancel()
+
+        tg.start_soon(readable)
+        await _first_of(*events)
+        tg.cancel_scope.cancel()
+
+
+async def readahead_loop(ra: ReadAhead, stop_requested: anyio.Event) -> None:
+    """Watch the folders ``ra`` arms (inotify) and hand it the files written or moved there."""
+    ino = inotify.open_inotify()
+    if ino is None:
+        log.info("readahead_off", reason="no inotify here")
+        return
+    failed: set[str] = set()
+    try:
+        while not stop_requested.is_set():
+            changed = ra.changed
+            want = set(ra.folders())
+            for folder in ino.watched() - want:
+                ino.remove(folder)
+            for folder in sorted(want - ino.watched() - failed):
+                try:
+                    ino.add(folder, inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO)
+                except OSError as exc:  # gone, or the watch limit: that folder's hooks read their files
+                    failed.add(folder)
+                    log.warning("readahead_watch_failed", folder=folder, error=str(exc))
+            failed &= want
+            with anyio.move_on_after(READAHEAD_EXPIRY_S):  # armed folders also expire
+                await _readable_or(ino.fileno(), changed, stop_requested)
+            events = ino.read()
+            if events:
+                ra.on_files([os.path.join(folder, name) for folder, mask, name in events
+                             if name and not mask & inotify.IN_Q_OVERFLOW])
+    finally:
+        ino.close()

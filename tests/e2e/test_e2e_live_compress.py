@@ -113,6 +113,10 @@ def test_long_test_log_reaches_the_model_as_its_digest_and_the_file_reads_back(c
     st = cc.status(run.session_id)
     comp = st["compression"]
     assert comp["replaced"] >= 1 and comp["by_kind"]["test"]["saved_tokens"] > 5_000
+    # The persisted log was read, redacted and digested when Claude Code wrote it, before its hook came
+    # (service/readahead.py); that hook took the work (the digest checked above is the one it made).
+    daemon = json.loads(cc.ctl("status", "--json").stdout)
+    assert daemon["read_ahead_made"] >= 1 and daemon["read_ahead_used"] == 1, (daemon, cc.daemon.log.read_text()[-5000:])
     assert st["level"] >= 1, {k: st[k] for k in ("level", "working_pct", "context_tokens", "window", "zones")}
 
 

@@ -1775,11 +1775,11 @@ def digest(
 
 
 class DigestBody(msgspec.Struct, frozen=True, kw_only=True):
-    """A digest without its footer (the way back to the original, known only once it is archived): what
-    :func:`digest_body` made, and the inputs it was made from (``command`` ... ``original_tokens``), so a
-    caller holding one made ahead of time can tell whether it is the one it would make now."""
+    """A digest without its footer (the way back to the original, known only once it is archived). Made
+    from the text, ``kind`` (the command counts only through it), ``budget_tokens``, ``max_tokens`` and
+    ``original_tokens``: a caller holding one made ahead of time for the same text uses it only when
+    :meth:`made_for` those."""
 
-    command: str | None
     budget_tokens: int
     max_tokens: int
     kind: str
@@ -1789,6 +1789,10 @@ class DigestBody(msgspec.Struct, frozen=True, kw_only=True):
     kept_lines: int
     must_lines: int
     must_omitted: int
+
+    def made_for(self, kind: str, budget_tokens: int, max_tokens: int, original_tokens: int) -> bool:
+        return (self.kind, self.budget_tokens, self.max_tokens, self.original_tokens) == (
+            kind, budget_tokens, max_tokens, original_tokens)
 
 
 def with_footer(body: DigestBody, *, archive_id: int, full_path: str | None = None,
@@ -1911,7 +1915,6 @@ def digest_body(
     if rendered:
         extra.append(f"[context lines over {MAX_LINE_CHARS} characters are cut: … [+N chars]]")
     return DigestBody(
-        command=command,
         budget_tokens=budget_tokens,
         max_tokens=max_tokens,
         kind=k,

@@ -63,6 +63,9 @@ Rules:
   first usage is read (before that response's own blocks), so a consumer can tell what came before what
   (timestamps are not monotonic in the file).
 - Token figures other than ``usage`` are :func:`~ctxlifed.core.model.estimate_tokens` estimates.
+- :func:`open_bash_commands` reads a transcript's last bytes on their own (no cursor): the main chain's
+  Bash calls that have no result yet, i.e. the commands running now (Claude Code records a call before
+  it runs it).
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ __all__ = [
     "context_after",
     "feed",
     "is_test_command",
+    "open_bash_commands",
     "test_outcome",
 ]
 
@@ -1057,3 +1061,52 @@ def feed(
             consumed, skipping = n, True
     anchor = _anchor(cursor.anchor, data, consumed)
     return state.cursor(cursor.offset + consumed, skipping, anchor, head, kept), state.finish()
+
+
+# --------------------------------------------------------------------------- calls running now
+
+class _TailBlock(msgspec.Struct):
+    type: str = ""
+    id: str = ""
+    name: str = ""
+    input: Any = None
+    tool_use_id: str = ""
+
+
+class _TailMessage(msgspec.Struct):
+    content: list[_TailBlock] | str | None = None
+
+
+class _TailRecord(msgspec.Struct):
+    isSidechain: bool = False
+    message: _TailMessage | None = None
+
+
+_tail_decoder = msgspec.json.Decoder(_TailRecord)
+
+
+def open_bash_commands(tail: bytes, *, cut: bool) -> list[str]:
+    """The commands of the main chain's Bash calls in ``tail`` (the end of a transcript; ``cut`` when it
+    starts inside a line, which is then skipped) that no result follows, in call order. A call whose
+    record is not in ``tail`` is not known; a line that does not decode is skipped."""
+    lines = tail.split(b"\n")
+    if cut:
+        lines = lines[1:]
+    calls: dict[str, str] = {}
+    for line in lines:
+        if b'"tool_use' not in line:  # both a call ("tool_use") and a result ("tool_use_id")
+            continue
+        try:
+            rec = _tail_decoder.decode(line)
+        except msgspec.DecodeError:
+            continue
+        if rec.isSidechain or rec.message is None or not isinstance(rec.message.content, list):
+            continue
+        for b in rec.message.content:
+            if b.type == "tool_use" and b.name == "Bash" and b.id and isinstance(b.input, dict):
+                command = b.input.get("command")
+                if isinstance(command, str):
+                    calls[b.id] = command
+            elif b.type == "tool_result" and b.tool_use_id:
+                calls.pop(b.tool_use_id, None)
+    return list(calls.values())

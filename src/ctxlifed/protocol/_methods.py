@@ -186,6 +186,9 @@ class StatusResult(_R, kw_only=True):
     side_work_pending: int = 0  # side jobs (L3 Markdown files) started after a reply, not finished yet
     maintenance_failed: int = 0  # index/merge steps that failed since start (retried every second)
     maintenance_error: str = ""  # the last such failure
+    read_ahead_made: int = 0  # persisted outputs read, redacted and digested when they appeared, since start
+    read_ahead_used: int = 0  # of them, taken by their PostToolUse
+    read_ahead_missed: int = 0  # persisted outputs whose PostToolUse found nothing usable read ahead
     sessions: list[SessionView] = []
 
 

@@ -252,18 +252,15 @@ class Service:
 
     def _read_ahead_bookkeeping(self, hook: Any, event: str, sid: str, project: str, st: SessionState | None) -> None:
         """Arm, end or disarm the read-ahead of persisted outputs (``readahead.py``) for a live hook."""
-        ra = self.readahead
-        if isinstance(hook, PreToolUse):
+        if isinstance(hook, (PreToolUse, PostToolUse, PostToolUseFailure)):
             if hook.tool_name == "Bash" and st is not None:
                 cfg = self.cfg
-                ra.arm(transcript_path=st.transcript_path, session=sid, roots=cfg.allowed_transcript_roots(),
-                       tool_use_id=hook.tool_use_id, command=hook.input_text("command"),
-                       settings=compress.settings_for(cfg, project), edited_paths=st.files_touched,
-                       redacts=cfg.redact, max_bytes=compress.MAX_PERSISTED_BYTES)
-        elif isinstance(hook, (PostToolUse, PostToolUseFailure)):
-            ra.call_ended(sid, hook.tool_use_id)
-        elif event in ("Stop", "StopFailure", "SessionEnd"):
-            ra.disarm(sid)
+                self.readahead.arm(transcript_path=st.transcript_path, session=sid,
+                                   roots=cfg.allowed_transcript_roots(), settings=compress.settings_for(cfg, project),
+                                   edited_paths=st.files_touched, redacts=cfg.redact,
+                                   max_bytes=compress.MAX_PERSISTED_BYTES)
+        elif event == "SessionEnd":
+            self.readahead.disarm(sid)
 
     async def _acknowledge(self, incoming: pipeline.Incoming, st: SessionState) -> methods.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""
@@ -655,7 +652,8 @@ async def _route_shutdown(svc: Service, p: Any, rid: Any) -> methods.ShutdownRes
 async def _route_status(svc: Service, p: methods.StatusParams, rid: Any) -> methods.StatusResult:
     return await reads.status(p, readers=svc.readers, writer=svc.writer, daemon=reads.DaemonState(
         paths=svc.paths, started=svc.started, spool_ingested=svc.spool_ingested, backlog=svc.backlog,
-        live=svc.sessions, budget_of=svc._budget, cfg=svc.cfg, matrix=svc.matrix, side_work=svc.side_work))
+        live=svc.sessions, budget_of=svc._budget, cfg=svc.cfg, matrix=svc.matrix, side_work=svc.side_work,
+        read_ahead=(svc.readahead.made, svc.readahead.used, svc.readahead.missed)))
 
 
 async def _route_recall(svc: Service, p: methods.RecallParams, rid: Any) -> methods.RecallResult:

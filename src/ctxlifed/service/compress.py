@@ -276,8 +276,7 @@ async def finish(p: Pending, archive_id: int, *, ctl: str, max_dir_bytes: int) -
                              size=len(dec.text))
         s = p.settings
         body = p.body
-        if body is None or (body.command, body.kind, body.budget_tokens, body.max_tokens, body.original_tokens) != (
-                p.command or None, dec.kind, s.digest_budget_tokens, s.digest_max_tokens, dec.original_tokens):
+        if body is None or not body.made_for(dec.kind, s.digest_budget_tokens, s.digest_max_tokens, dec.original_tokens):
             body = digest_body(dec.text, command=p.command or None, kind=dec.kind, budget_tokens=s.digest_budget_tokens,
                                max_tokens=s.digest_max_tokens, original_tokens=dec.original_tokens)
         dg = with_footer(body, archive_id=archive_id, full_path=path, ctl=ctl)

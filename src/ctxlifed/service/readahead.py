@@ -7,24 +7,25 @@ so the request comes tens of milliseconds after the file. The work the hook path
 redact, digest the whole output) is done in that gap, and the hook finds it done.
 
 Rules:
-- Armed per session: a Bash PreToolUse (live hook, compression on for the project, a command that is not
-  asked to be shown verbatim) arms its session's ``tool-results`` folder (made 0700 if missing, only under
-  the transcript roots) and records the call; PostToolUse / PostToolUseFailure end the call; Stop,
-  StopFailure and SessionEnd disarm the session. A folder armed for :data:`ARM_TTL_S` without a new
-  call is dropped. ``watch.py`` watches the armed folders, and nothing while none is armed.
+- Armed per session, from its first Bash call on (any Bash PreToolUse / PostToolUse /
+  PostToolUseFailure of a live hook, with compression on for the project): its ``tool-results`` folder
+  (made 0700 if missing, only under the transcript roots) is watched by ``watch.py`` (inotify: nothing
+  runs while no file comes). SessionEnd disarms it; so do :data:`ARM_TTL_S` without a Bash call.
+- The command that printed a file is read from the end of the session's transcript (Claude Code records a
+  call before it runs it; ``core.transcript.open_bash_commands``): the one Bash call with no result yet.
+  With none or several, the kind of output is judged from the text alone. A command asked to be shown
+  verbatim (its output is kept) is not read ahead.
 - Exact or nothing: what was made ahead (:class:`Ahead`) is used only for the same file as read then
   (device, inode, size, mtime in ns, checked again when it is taken), read with the same redaction
-  setting; its digest body only when made from the same command, kind, budgets and token count as the
-  hook path would use (``DigestBody``'s inputs; the digest is pure). Anything else: the hook path does
-  the work itself, exactly as without read-ahead.
-- A digest body is made ahead only when exactly one Bash call of the session is running (otherwise
-  which command printed the file is not known): the file is then only read and redacted.
-- A file is read once: not again once held, nor after the hook took it or found nothing held for it.
-- Bounded: :data:`MAX_HELD` results (oldest dropped), :data:`MAX_FOLDERS` armed sessions,
-  :data:`MAX_CALLS` running calls per session, files of at most ``MAX_PERSISTED_BYTES``.
+  setting; its digest body only when made for the kind, budgets and token count the hook path uses
+  (``DigestBody.made_for``; the digest is pure). Anything else: the hook path does the work itself,
+  exactly as without read-ahead.
+- A file is read once: not again once held, nor after its hook took it (or found nothing held for it).
+- Bounded: :data:`MAX_HELD` results (oldest dropped), :data:`MAX_FOLDERS` armed sessions (least recently
+  armed dropped), files of at most ``MAX_PERSISTED_BYTES``, :data:`TAIL_BYTES` of transcript.
 - Never raises into the daemon: a file that cannot be read or digested leaves no result (logged).
-- Pure of the daemon's state: it is given what it uses (paths, settings, the redaction switch) and holds
-  only its own tables; the work runs on the event loop, the same work the hook path would run there.
+- It is given what it uses (paths, settings, the redaction switch) and holds only its own tables; the
+  work runs on the event loop, the same work the hook path would run there.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio
 import structlog
 
 from ..core.compress_policy import CompressSettings, asked_verbatim
-from ..core.digest import DigestBody, digest_body
+from ..core.digest import DigestBody, digest_body, output_kind
 from ..core.model import estimate_tokens
 from ..core.redact import redact
+from ..core.transcript import open_bash_commands
 from ..runtime.bounded_read import Refused, read_bounded
 from . import files
 
@@ -50,9 +52,9 @@ log = structlog.get_logger("ctxlifed.readahead")
 TOOL_RESULTS = "tool-results"
 ARM_TTL_S = 30 * 60.0  # a folder with no new Bash call for this long is no longer watched
 MAX_HELD = 8
-MAX_FOLDERS = 16
-MAX_CALLS = 32
+MAX_FOLDERS = 64
 MAX_CONSUMED = 256
+TAIL_BYTES = 256 * 1024
 
 Stamp = tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
 
@@ -63,23 +65,23 @@ def stamp_of(st: os.stat_result) -> Stamp:
 
 @dataclass(frozen=True, slots=True)
 class Ahead:
-    """A persisted output read ahead: its text (redacted when ``redacted``) and, when its command was
-    known, its digest body."""
+    """A persisted output read ahead: its text (redacted when ``redacted``) and its digest's body."""
 
     stamp: Stamp
     redacted: bool
     text: str
-    body: DigestBody | None
+    body: DigestBody
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Folder:
     session: str
+    transcript: str  # its real path
     settings: CompressSettings
+    edited_paths: tuple[str, ...]
     redacts: bool
     max_bytes: int
     armed_at: float
-    calls: dict[str, str] = field(default_factory=dict)  # tool_use_id -> command
 
 
 class ReadAhead:
@@ -88,6 +90,7 @@ class ReadAhead:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._folders: dict[str, _Folder] = {}  # real folder path -> what is armed there
+        self._by_session: dict[str, tuple[str, str]] = {}  # session -> (transcript path as given, its folder)
         self._held: OrderedDict[str, Ahead] = OrderedDict()  # real file path -> result
         self._consumed: OrderedDict[str, None] = OrderedDict()  # real file paths not to read (again)
         self.changed = anyio.Event()  # set (and replaced) when the set of armed folders changes
@@ -101,7 +104,7 @@ class ReadAhead:
         now = self._clock()
         gone = [f for f, a in self._folders.items() if now - a.armed_at > ARM_TTL_S]
         for f in gone:
-            del self._folders[f]
+            self._by_session.pop(self._folders.pop(f).session, None)
         if gone:
             self._changed()
         return sorted(self._folders)
@@ -110,43 +113,38 @@ class ReadAhead:
         self.changed.set()
         self.changed = anyio.Event()
 
-    def arm(self, *, transcript_path: str | None, session: str, roots: tuple[str, ...], tool_use_id: str,
-            command: str, settings: CompressSettings, edited_paths: Iterable[str], redacts: bool,
-            max_bytes: int) -> None:
-        """A Bash call starts (its PreToolUse): watch its session's folder of persisted outputs."""
-        if settings.compress_outputs == "off" or not tool_use_id or not command:
+    def arm(self, *, transcript_path: str | None, session: str, roots: tuple[str, ...],
+            settings: CompressSettings, edited_paths: Iterable[str], redacts: bool, max_bytes: int) -> None:
+        """A Bash call of the session: watch its folder of persisted outputs (see the rules)."""
+        if settings.compress_outputs == "off":
             return
-        if asked_verbatim(command, edited_paths):
-            return  # kept whatever its size: nothing to prepare
-        folder = tool_results_folder(transcript_path, session, roots)
-        if folder is None:
-            return
-        a = self._folders.get(folder)
-        if a is None:
-            if len(self._folders) >= MAX_FOLDERS:
-                oldest = min(self._folders, key=lambda f: self._folders[f].armed_at)
-                del self._folders[oldest]
-            try:
-                os.makedirs(folder, mode=0o700, exist_ok=True)
-            except OSError as exc:
-                log.warning("readahead_folder_failed", folder=folder, error=str(exc))
+        known = self._by_session.get(session)
+        if known is not None and known[0] == transcript_path and known[1] in self._folders:
+            folder = known[1]  # armed already: refresh what it reads with (no path resolution again)
+            real = self._folders[folder].transcript
+        else:
+            real = files.transcript_allowed(transcript_path or "", roots)
+            folder = tool_results_folder(real, session)
+            if real is None or folder is None:
                 return
-            a = self._folders[folder] = _Folder(session=session, settings=settings, redacts=redacts,
-                                                max_bytes=max_bytes, armed_at=self._clock())
-            self._changed()
-        a.settings, a.redacts, a.max_bytes, a.armed_at = settings, redacts, max_bytes, self._clock()
-        if len(a.calls) >= MAX_CALLS:
-            del a.calls[next(iter(a.calls))]
-        a.calls[tool_use_id] = command
-
-    def call_ended(self, session: str, tool_use_id: str) -> None:
-        """A Bash call's PostToolUse or PostToolUseFailure: it no longer prints."""
-        for a in self._folders.values():
-            if a.session == session:
-                a.calls.pop(tool_use_id, None)
+            if folder not in self._folders:
+                if len(self._folders) >= MAX_FOLDERS:
+                    oldest = min(self._folders, key=lambda f: self._folders[f].armed_at)
+                    self._by_session.pop(self._folders.pop(oldest).session, None)
+                try:
+                    os.makedirs(folder, mode=0o700, exist_ok=True)
+                except OSError as exc:
+                    log.warning("readahead_folder_failed", folder=folder, error=str(exc))
+                    return
+                self._changed()
+            self._by_session[session] = (transcript_path or "", folder)
+        self._folders[folder] = _Folder(session=session, transcript=real, settings=settings,
+                                        edited_paths=tuple(edited_paths), redacts=redacts, max_bytes=max_bytes,
+                                        armed_at=self._clock())
 
     def disarm(self, session: str) -> None:
-        """The session's turn ended (Stop, StopFailure) or the session did (SessionEnd)."""
+        """The session ended (SessionEnd)."""
+        self._by_session.pop(session, None)
         gone = [f for f, a in self._folders.items() if a.session == session]
         for f in gone:
             del self._folders[f]
@@ -157,14 +155,12 @@ class ReadAhead:
 
     # -- files ---------------------------------------------------------------------------------
     def on_files(self, paths: Iterable[str]) -> None:
-        """Files added or changed in watched folders (from the watch): read ahead the persisted outputs."""
+        """Files written (closed) or moved into watched folders: read ahead the persisted outputs."""
         for path in paths:
             folder, name = os.path.split(path)
             a = self._folders.get(folder)
-            if a is None or not a.calls or not name.endswith(".txt") or name.startswith("hook-"):
-                continue  # not armed, no call running (its hook came first), or not an output
-            if path in self._consumed:
-                continue
+            if a is None or not name.endswith(".txt") or name.startswith("hook-") or path in self._consumed:
+                continue  # not armed, not an output (a hook's own saved output), or its hook came first
             try:
                 self._read_ahead(path, a)
             except Exception:  # noqa: BLE001 - read-ahead is an optimisation: never fails the daemon
@@ -179,15 +175,17 @@ class ReadAhead:
         held = self._held.get(path)
         if held is not None and held.stamp == stamp:
             return
+        tail, cut = _tail(a.transcript)
+        running = open_bash_commands(tail, cut=cut)
+        command = running[0] if len(running) == 1 else None
+        if command is not None and asked_verbatim(command, a.edited_paths):
+            return  # kept whatever its size: nothing to prepare
         text = data.decode("utf-8", "replace")
         if a.redacts:
             text, _n = redact(text)
-        body = None
-        if len(a.calls) == 1:
-            (command,) = a.calls.values()
-            s = a.settings
-            body = digest_body(text, command=command or None, budget_tokens=s.digest_budget_tokens,
-                               max_tokens=s.digest_max_tokens, original_tokens=estimate_tokens(text))
+        s = a.settings
+        body = digest_body(text, kind=output_kind(text, command), budget_tokens=s.digest_budget_tokens,
+                           max_tokens=s.digest_max_tokens, original_tokens=estimate_tokens(text))
         self._held[path] = Ahead(stamp=stamp, redacted=a.redacts, text=text, body=body)
         self._held.move_to_end(path)
         while len(self._held) > MAX_HELD:
@@ -216,10 +214,24 @@ class ReadAhead:
         return None
 
 
-def tool_results_folder(transcript_path: str | None, session: str, roots: tuple[str, ...]) -> str | None:
-    """Where Claude Code persists the session's large outputs (the real path), or None when the transcript
-    is not under the transcript roots."""
-    real = files.transcript_allowed(transcript_path or "", roots)
-    if real is None or not session or "/" in session or session.startswith("."):
+def tool_results_folder(real_transcript: str | None, session: str) -> str | None:
+    """Where Claude Code persists the session's large outputs, from the real path of its transcript."""
+    if real_transcript is None or not session or "/" in session or session.startswith("."):
         return None
-    return os.path.join(os.path.dirname(real), session, TOOL_RESULTS)
+    return os.path.join(os.path.dirname(real_transcript), session, TOOL_RESULTS)
+
+
+def _tail(path: str) -> tuple[bytes, bool]:
+    """The last :data:`TAIL_BYTES` of the transcript, and whether they start inside it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b"", False
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - TAIL_BYTES)
+        return os.pread(fd, TAIL_BYTES, start), start > 0
+    except OSError:
+        return b"", False
+    finally:
+        os.close(fd)

@@ -99,6 +99,7 @@ class DaemonState:
     cfg: Config
     matrix: matrix_rules.Matrix
     side_work: int = 0  # side jobs (L3 Markdown files) started after a reply, not finished
+    read_ahead: tuple[int, int, int] = (0, 0, 0)  # persisted outputs read ahead, used, missed (readahead.py)
 
 
 async def status(p: methods.StatusParams, *, readers: Readers, writer: Writer,
@@ -123,6 +124,8 @@ async def status(p: methods.StatusParams, *, readers: Readers, writer: Writer,
         derive_pending=backlog.pending(), index_pending=await readers.run(index_backlog.pending),
         derive_failed=backlog.failed, side_work_pending=daemon.side_work, maintenance_failed=writer.idle_failures,
         maintenance_error=writer.last_idle_error if writer.idle_failures else "",
+        read_ahead_made=daemon.read_ahead[0], read_ahead_used=daemon.read_ahead[1],
+        read_ahead_missed=daemon.read_ahead[2],
         # the residency block and compact instructions: the first (current) session only (they read files)
         sessions=[await _session_view_full(view(r), r, p, readers=readers, daemon=daemon) if i == 0 else view(r)
                   for i, r in enumerate(rows)],
