@@ -339,3 +339,72 @@ def test_the_answer_uses_a_body_only_when_made_from_the_same_inputs(short_tmp: P
     want = digest(text, command=CMD, kind="test", archive_id=5, original_tokens=toks)
     assert got is not None and got.fields["updatedToolOutput"]["stdout"] == want.text
     assert with_footer(stale, archive_id=5).text != want.text  # the stale body would have said something else
+
+
+# ---------------------------------------------------------------- inotify
+
+def test_inotify_reports_closed_and_moved_files_and_forgets_a_removed_folder(tmp_path: Path) -> None:
+    from ctxlifed.runtime import inotify
+
+    ino = inotify.open_inotify()
+    assert ino is not None  # Linux
+    d = tmp_path / "tool-results"
+    d.mkdir()
+    try:
+        ino.add(str(d), inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO)
+        assert ino.read() == []  # nothing queued: it does not block
+        (d / "a.txt").write_text("x")
+        (tmp_path / "b.tmp").write_text("y")
+        os.rename(tmp_path / "b.tmp", d / "b.txt")
+
+        async def wait() -> None:
+            with anyio.fail_after(5):
+                await anyio.wait_readable(ino.fileno())
+
+        anyio.run(wait)
+        got = ino.read()
+        assert [(f, n) for f, _m, n in got] == [(str(d), "a.txt"), (str(d), "b.txt")]
+        assert got[0][1] & inotify.IN_CLOSE_WRITE and got[1][1] & inotify.IN_MOVED_TO
+        for p in d.iterdir():
+            p.unlink()
+        d.rmdir()
+        anyio.run(wait)
+        ino.read()
+        assert ino.watched() == set()  # IN_IGNORED: the folder is gone
+        with pytest.raises(OSError):
+            ino.add(str(d), inotify.IN_CLOSE_WRITE)
+        os.symlink(tmp_path, tmp_path / "link")
+        with pytest.raises(OSError):
+            ino.add(str(tmp_path / "link"), inotify.IN_CLOSE_WRITE)  # a symlink is not followed
+    finally:
+        ino.close()
+
+
+def test_the_watch_disarms_a_folder_it_cannot_watch(tmp_path: Path) -> None:
+    from ctxlifed.watch import readahead_loop
+
+    transcript, folder, roots = _layout(tmp_path)
+    ra = ReadAhead()
+    stop = anyio.Event()
+    dropped = anyio.Event()
+    drop = ra.drop
+
+    def noted(f: str) -> None:
+        drop(f)
+        dropped.set()
+
+    ra.drop = noted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(readahead_loop, ra, stop)
+            _arm(ra, transcript, roots)
+            folder.rmdir()  # Claude Code's clean-up, say, before the watch is added
+            with anyio.fail_after(5):
+                await dropped.wait()
+            stop.set()
+
+    anyio.run(main)
+    assert ra.folders() == []
+    _arm(ra, transcript, roots)  # the next Bash call arms it again
+    assert ra.folders() == [str(folder.resolve())] and folder.is_dir()

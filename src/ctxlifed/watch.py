@@ -160,20 +160,18 @@ async def readahead_loop(ra: ReadAhead, stop_requested: anyio.Event) -> None:
     if ino is None:
         log.info("readahead_off", reason="no inotify here")
         return
-    failed: set[str] = set()
     try:
         while not stop_requested.is_set():
             changed = ra.changed
             want = set(ra.folders())
             for folder in ino.watched() - want:
                 ino.remove(folder)
-            for folder in sorted(want - ino.watched() - failed):
+            for folder in sorted(want - ino.watched()):
                 try:
                     ino.add(folder, inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO)
                 except OSError as exc:  # gone, or the watch limit: that folder's hooks read their files
-                    failed.add(folder)
+                    ra.drop(folder)
                     log.warning("readahead_watch_failed", folder=folder, error=str(exc))
-            failed &= want
             with anyio.move_on_after(READAHEAD_EXPIRY_S):  # armed folders also expire
                 await _readable_or(ino.fileno(), changed, stop_requested)
             events = ino.read()

@@ -21,8 +21,10 @@ Rules:
   (``DigestBody.made_for``; the digest is pure). Anything else: the hook path does the work itself,
   exactly as without read-ahead.
 - A file is read once: not again once held, nor after its hook took it (or found nothing held for it).
-- Bounded: :data:`MAX_HELD` results (oldest dropped), :data:`MAX_FOLDERS` armed sessions (least recently
-  armed dropped), files of at most ``MAX_PERSISTED_BYTES``, :data:`TAIL_BYTES` of transcript.
+- Bounded: :data:`MAX_HELD` results and :data:`MAX_HELD_CHARS` characters of them (oldest dropped),
+  :data:`MAX_FOLDERS` armed sessions (least recently armed dropped), files of at most
+  ``MAX_PERSISTED_BYTES``, :data:`TAIL_BYTES` of transcript. A folder that cannot be watched is
+  disarmed (:meth:`ReadAhead.drop`): the session's next Bash call arms it again.
 - Never raises into the daemon: a file that cannot be read or digested leaves no result (logged).
 - It is given what it uses (paths, settings, the redaction switch) and holds only its own tables; the
   work runs on the event loop, the same work the hook path would run there.
@@ -52,6 +54,7 @@ log = structlog.get_logger("ctxlifed.readahead")
 TOOL_RESULTS = "tool-results"
 ARM_TTL_S = 30 * 60.0  # a folder with no new Bash call for this long is no longer watched
 MAX_HELD = 8
+MAX_HELD_CHARS = 32 << 20
 MAX_FOLDERS = 64
 MAX_CONSUMED = 256
 TAIL_BYTES = 256 * 1024
@@ -142,6 +145,12 @@ class ReadAhead:
                                         edited_paths=tuple(edited_paths), redacts=redacts, max_bytes=max_bytes,
                                         armed_at=self._clock())
 
+    def drop(self, folder: str) -> None:
+        """``folder`` cannot be watched (gone, or the watch limit): disarm it until the next Bash call."""
+        a = self._folders.pop(folder, None)
+        if a is not None:
+            self._by_session.pop(a.session, None)
+
     def disarm(self, session: str) -> None:
         """The session ended (SessionEnd)."""
         self._by_session.pop(session, None)
@@ -188,8 +197,9 @@ class ReadAhead:
                            max_tokens=s.digest_max_tokens, original_tokens=estimate_tokens(text))
         self._held[path] = Ahead(stamp=stamp, redacted=a.redacts, text=text, body=body)
         self._held.move_to_end(path)
-        while len(self._held) > MAX_HELD:
-            self._held.popitem(last=False)
+        chars = sum(len(h.text) for h in self._held.values())
+        while len(self._held) > MAX_HELD or chars > MAX_HELD_CHARS:
+            chars -= len(self._held.popitem(last=False)[1].text)
         self.made += 1
 
     def take(self, path: str, roots: tuple[str, ...], *, redacts: bool) -> Ahead | None:
