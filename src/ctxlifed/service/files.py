@@ -131,6 +131,25 @@ def read_from(path: str, offset: int, max_bytes: int) -> tuple[bytes, int, bool]
         os.close(fd)
 
 
+def read_tail(path: str, max_bytes: int) -> tuple[bytes, bool]:
+    """The last ``max_bytes`` of the regular file ``path`` and whether they start inside it (``(b"", False)``
+    for anything else; opened non-blocking, like :func:`read_from`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b"", False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b"", False
+        start = max(0, st.st_size - max_bytes)
+        return os.pread(fd, max_bytes, start), start > 0
+    except OSError:
+        return b"", False
+    finally:
+        os.close(fd)
+
+
 def safe_target(root: str, rel: str) -> str:
     """Absolute path of ``rel`` under ``root``; refuses anything that would land outside it."""
     if os.path.isabs(rel) or "\0" in rel:

@@ -184,7 +184,7 @@ class ReadAhead:
         held = self._held.get(path)
         if held is not None and held.stamp == stamp:
             return
-        tail, cut = _tail(a.transcript)
+        tail, cut = files.read_tail(a.transcript, TAIL_BYTES)
         running = open_bash_commands(tail, cut=cut)
         command = running[0] if len(running) == 1 else None
         if command is not None and asked_verbatim(command, a.edited_paths):
@@ -229,19 +229,3 @@ def tool_results_folder(real_transcript: str | None, session: str) -> str | None
     if real_transcript is None or not session or "/" in session or session.startswith("."):
         return None
     return os.path.join(os.path.dirname(real_transcript), session, TOOL_RESULTS)
-
-
-def _tail(path: str) -> tuple[bytes, bool]:
-    """The last :data:`TAIL_BYTES` of the transcript, and whether they start inside it."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return b"", False
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - TAIL_BYTES)
-        return os.pread(fd, TAIL_BYTES, start), start > 0
-    except OSError:
-        return b"", False
-    finally:
-        os.close(fd)
