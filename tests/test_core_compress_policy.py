@@ -12,6 +12,7 @@ from ctxlifed.core.compress_policy import (
     decide,
     output_text,
     post_tool_use_answer,
+    saved_output,
     worth_replacing,
 )
 from ctxlifed.core.hook_events import PostToolUse, decode_hook
@@ -52,6 +53,39 @@ def test_level_0_replaces_what_claude_code_would_cut() -> None:
     assert d is not None and d.cut_by_claude and not d.complete and d.original_tokens >= 90000 // 4
     d = decide(post("Bash", {"command": "python gen.py"}, persisted), level=0, phase=None, full_text=LOG)
     assert d is not None and d.complete and d.text == LOG
+
+
+# Claude Code 2.1.328's whole tool_response for an MCP result over its token limit (first lines, verbatim).
+MCP_SAVED_PATH = "/home/u/.claude/projects/-p/0e1b/tool-results/mcp-logs-tail-1796263540160-sa8jcf.txt"
+MCP_SAVED = (f"Error: result (115,369 characters across 2,001 lines) exceeds maximum allowed tokens. Output has been"
+             f" saved to {MCP_SAVED_PATH}.\nFormat: Plain text\nUse offset and limit parameters to read specific"
+             " portions of the file, search within it for specific content, and jq to make structured queries.\n"
+             "REQUIREMENTS FOR SUMMARIZATION/ANALYSIS/REVIEW:\n- You MUST read the content from the file at"
+             f" {MCP_SAVED_PATH} in sequential chunks until 100% of the content has been read.\n")
+
+
+@pytest.mark.parametrize("response", [MCP_SAVED, [{"type": "text", "text": MCP_SAVED}]])
+def test_an_mcp_result_claude_code_saved_to_a_file_is_replaced_from_that_file(response: object) -> None:
+    ev = post("mcp__logs__tail", {"n": 2000}, response)
+    assert saved_output(ev) == (MCP_SAVED_PATH, 115_369)
+    d = decide(ev, level=0, phase="testing")
+    assert d is not None and d.cut_by_claude and not d.complete and d.original_tokens >= 115_369 // 4
+    d = decide(ev, level=0, phase="testing", full_text=LOG)
+    assert d is not None and d.complete and d.text == LOG and d.kind == "log"
+    assert post_tool_use_answer("mcp__logs__tail", response, "digest") is not None
+
+
+@pytest.mark.parametrize("tool,response", [
+    ("Bash", bash(MCP_SAVED)),  # a Bash output that prints the notice is just text
+    ("mcp__logs__tail", MCP_SAVED.replace("Error: result", "Note: result")),
+    ("mcp__logs__tail", "see " + MCP_SAVED),
+    ("mcp__logs__tail", MCP_SAVED + "x" * 20_000),  # not the notice: too long
+    ("mcp__logs__tail", [{"type": "text", "text": MCP_SAVED}, {"type": "text", "text": "more"}]),
+    ("mcp__logs__tail", MCP_SAVED.replace(MCP_SAVED_PATH, "relative/path.txt")),
+])
+def test_only_claude_codes_own_notice_names_a_saved_mcp_result(tool: str, response: object) -> None:
+    ev = post(tool, {"command": "echo"} if tool == "Bash" else {}, response)
+    assert saved_output(ev) == ("", None)
 
 
 def test_phase_matrix_keeps_failing_tests_and_compiler_errors_longer() -> None:

@@ -256,3 +256,35 @@ def test_no_room_for_the_original_acknowledges_the_event_and_keeps_the_output(
         readers.close()
     assert "updatedToolOutput" not in r.stdout
     assert st.events == 2 and st.sessions[0].compression.replaced == 0
+
+
+def test_an_mcp_result_saved_by_claude_code_is_replaced_by_the_digest_of_its_file(daemon: Any) -> None:
+    """Over its token limit an MCP result reaches PostToolUse as Claude Code's notice naming the file (2.1.328):
+    the digest is made from that file; a notice naming a file outside the transcript roots is left alone."""
+    s = Session(daemon, sid="c0e50000-0000-0000-0000-00000000000c")
+    s.hook("SessionStart", source="startup")
+    text = "".join(f"2026-11-29 10:00:{i % 60:02d} INFO worker {i} processed batch {i * 7}\n" for i in range(2000))
+    text += "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer\n"
+    d = s.transcript.parent / s.sid / "tool-results"
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / "mcp-logs-tail-1796263540160-sa8jcf.txt"
+    f.write_text(text)
+
+    def notice(path: str) -> str:
+        return (f"Error: result ({len(text):,} characters across 2,001 lines) exceeds maximum allowed tokens. Output has"
+                f" been saved to {path}.\nFormat: Plain text\nUse offset and limit parameters to read specific portions"
+                f" of the file.\n- You MUST read the content from the file at {path} in sequential chunks until 100% of"
+                " the content has been read.\n")
+
+    out = s.tool("mcp__logs__tail", {"n": 2000}, notice(str(f)))
+    dg = out["hookSpecificOutput"]["updatedMCPToolOutput"]
+    assert isinstance(dg, str) and dg.startswith("[ctxlifed digest of a log of 2,001 lines")
+    assert "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer" in dg.split("\n")
+    path = re.search(r"Read (\S+) with offset", dg).group(1)
+    assert Path(path).read_text() == text
+    outside = Path("/tmp") / f"ctxlifed-test-mcp-{os.getpid()}.txt"  # the daemon's roots are under its base
+    outside.write_text(text)
+    try:
+        assert "hookSpecificOutput" not in s.tool("mcp__logs__tail", {"n": 2000}, notice(str(outside)))
+    finally:
+        outside.unlink()

@@ -165,3 +165,32 @@ def test_mcp_output_is_replaced_through_updated_mcp_tool_output(cc: ClaudeEnv) -
         (raw,) = c.execute("SELECT payload FROM events WHERE event = 'PostToolUse' AND tool = 'mcp__logs__tail'").fetchone()
     tr = json.loads(raw)["tool_response"]
     assert isinstance(tr, list) and tr[0]["type"] == "text", str(tr)[:300]
+
+
+def test_an_mcp_result_claude_code_saved_to_a_file_reaches_the_model_as_its_digest(cc: ClaudeEnv) -> None:
+    """Over its token limit an MCP result reaches the hook only as Claude Code's notice naming the file it
+    saved (the model is told to read all of it, in chunks); ctxlifed answers with the digest of that file
+    instead, read ahead when Claude Code wrote it (the session's earlier Bash call armed the read-ahead)."""
+    server = Path(__file__).with_name("_mcp_logs.py")
+    cfg = cc.base / "mcp.json"
+    cfg.write_text(json.dumps({"mcpServers": {"logs": {"type": "stdio", "command": sys.executable, "args": [str(server), "2000"]}}}))
+    script = {"turns": [{"tool_use": {"name": "Bash", "input": {"command": "echo warm", "description": "warm"}}},
+                        {"tool_use": {"name": "mcp__logs__tail", "input": {"n": 2000}}},
+                        {"text": "Worker 7 lost its connection."}], "default_text": "OK."}
+    run = cc.run("What went wrong in the logs?", script, args=("--mcp-config", str(cfg), "--strict-mcp-config"))
+    assert run.rc == 0, run.stderr[-3000:]
+    no_hook_errors(run)
+    got = _tool_results(run.api.of_kind("main")[2])[-1]
+    assert got.startswith("[ctxlifed digest of a log of 2,001 lines"), got[:500]
+    assert "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer" in got.split("\n")
+    assert "exceeds maximum allowed tokens" not in got and "INFO worker 600 processed" not in got
+    path = re.search(r"Read (\S+) with offset=", got).group(1)
+    assert Path(path).read_text().count("\n") == 2001  # the whole result, as the MCP server sent it
+    aid = int(re.search(r"recall --id (\d+)", got).group(1))
+    assert "worker 600 processed" in cc.ctl("recall", "--id", str(aid), "--json").stdout
+    with cc.db() as c:  # what Claude Code sent: its notice, a string
+        (raw,) = c.execute("SELECT payload FROM events WHERE event = 'PostToolUse' AND tool = 'mcp__logs__tail'").fetchone()
+    assert json.loads(raw)["tool_response"].startswith("Error: result (115,369 characters across 2,001 lines)")
+    assert cc.status(run.session_id)["compression"]["by_kind"]["log"]["replaced"] == 1
+    daemon = json.loads(cc.ctl("status", "--json").stdout)
+    assert daemon["read_ahead_used"] == 1 and daemon["read_ahead_missed"] == 0, daemon

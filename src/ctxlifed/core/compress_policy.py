@@ -3,8 +3,12 @@ object that replaces it.
 
 Rules:
 - Pure: no I/O, no clock. :func:`decide` reads the typed PostToolUse event (``core.hook_events``);
-  the answer builders take its ``tool_name`` and ``tool_response``. The caller reads a persisted output file (``persistedOutputPath``) and passes
-  its text as ``full_text``; the caller archives the original (L2) before answering.
+  the answer builders take its ``tool_name`` and ``tool_response``. The caller reads the file Claude Code
+  saved the output to (:func:`saved_output`: a Bash ``persistedOutputPath``, or the file an MCP result
+  over Claude Code's token limit was saved to, whose response is then only Claude Code's notice naming
+  it: ``Error: result (N characters across M lines) exceeds maximum allowed tokens. Output has been saved
+  to <path>.``, 2.1.328, a string or one text block) and passes its text as ``full_text``; the caller
+  archives the original (L2) before answering.
 - Only Bash outputs (``tool_response`` ``{stdout, stderr, interrupted, isImage, noOutputExpected, ...}``)
   and MCP outputs (``mcp__*``: a string, a list of ``{"type": "text", "text": ...}`` blocks, or a
   ``{"content": [...], "isError"?: ...}`` object) are ever replaced. Never: other tools, interrupted calls,
@@ -19,9 +23,10 @@ Rules:
     exactly one path and it names a file (``a/b.py``, not ``src``); ``git show <rev>:<path>``;
   * a command that cannot be parsed (``shlex``): kept, to be safe. Leading ``cd x &&`` is ignored.
 - Thresholds (:class:`CompressSettings`), in estimated tokens of the output: at Working-zone level 0
-  only outputs of ``min_tokens[0]`` or more, and every Bash output Claude Code would cut to a head-only
-  preview (``stdout`` of ``cut_chars`` = 30,000 characters or more, or a ``persistedOutputPath``); from
-  level 1 on, ``min_tokens[level]``. ``aggressive`` uses ``aggressive_min_tokens``; ``off`` never replaces.
+  only outputs of ``min_tokens[0]`` or more, every Bash output Claude Code would cut to a head-only
+  preview (``stdout`` of ``cut_chars`` = 30,000 characters or more, or a ``persistedOutputPath``) and
+  every MCP result it saved to a file (the model would otherwise be told to read the whole file, in
+  chunks); from level 1 on, ``min_tokens[level]``. ``aggressive`` uses ``aggressive_min_tokens``; ``off`` never replaces.
 - Phase matrix (raises the threshold, never for an output Claude Code would cut anyway): testing keeps
   failing-test output verbatim up to ``keep_failing_tests_tokens`` and build errors up to
   ``keep_errors_tokens``; implementation keeps compiler/linter errors up to ``keep_errors_tokens`` and
@@ -58,6 +63,7 @@ __all__ = [
     "decide",
     "output_text",
     "post_tool_use_answer",
+    "saved_output",
     "worth_replacing",
 ]
 
@@ -235,6 +241,30 @@ def output_text(tool_name: str, tool_response: Any) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- saved outputs
+
+# Claude Code's notice in place of an MCP result over its token limit (the module rules).
+_MCP_SAVED_RE = re.compile(r"Error: result \(([\d,]{1,20}) characters across [\d,]{1,20} lines?\) exceeds maximum"
+                           r" allowed tokens\. Output has been saved to (/[^\n]{1,4096}?)\.\n")
+_MCP_NOTICE_MAX = 16_384  # characters: the notice is about 1,300
+
+
+def saved_output(event: PostToolUse) -> tuple[str, int | None]:
+    """The file Claude Code saved this output to and the output's size in characters (see the module
+    rules); ``("", None)`` when it saved none."""
+    if event.tool_name == "Bash":
+        return event.persisted_output_path, event.persisted_output_size
+    if not event.tool_name.startswith("mcp__"):
+        return "", None
+    r = event.tool_response
+    if isinstance(r, list) and len(r) == 1 and isinstance(r[0], Mapping) and r[0].get("type") == "text":
+        r = r[0].get("text")
+    if not isinstance(r, str) or len(r) > _MCP_NOTICE_MAX:
+        return "", None
+    m = _MCP_SAVED_RE.match(r)
+    return (m.group(2), int(m.group(1).replace(",", ""))) if m else ("", None)
+
+
 # ---------------------------------------------------------------- the decision
 
 _FAILING_TEST_RE = re.compile(r"\bFAILED\b|\bFAIL\b|\bfailed\b|\bnot ok \d|\bpanicked at\b|^E\s|\bERROR\b", re.M)
@@ -299,15 +329,17 @@ def decide(
             return None
         persisted = isinstance(tool_response.get("persistedOutputPath"), str)
         stdout_len = len(tool_response.get("stdout") or "")
+    else:  # an MCP result over Claude Code's token limit: its response only names the file
+        persisted = bool(saved_output(event)[0])
     text = full_text if isinstance(full_text, str) and full_text else payload_text
     if not text.strip():
         return None
     tokens = estimate_tokens(text)
     if persisted and not full_text:
-        size = event.persisted_output_size
+        size = saved_output(event)[1]
         if size is not None and size > len(text):
             tokens = max(tokens, size // 4)
-    cut = tool_name == "Bash" and (persisted or stdout_len >= s.cut_chars)
+    cut = persisted or (tool_name == "Bash" and stdout_len >= s.cut_chars)
     kind = output_kind(text, command or None)
     lvl = min(3, max(0, int(level)))
     table = s.aggressive_min_tokens if s.compress_outputs == "aggressive" else s.min_tokens

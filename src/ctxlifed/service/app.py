@@ -253,7 +253,7 @@ class Service:
     def _read_ahead_bookkeeping(self, hook: Any, event: str, sid: str, project: str, st: SessionState | None) -> None:
         """Arm, end or disarm the read-ahead of persisted outputs (``readahead.py``) for a live hook."""
         if isinstance(hook, (PreToolUse, PostToolUse, PostToolUseFailure)):
-            if hook.tool_name == "Bash" and st is not None:
+            if (hook.tool_name == "Bash" or hook.tool_name.startswith("mcp__")) and st is not None:
                 cfg = self.cfg
                 self.readahead.arm(transcript_path=st.transcript_path, session=sid,
                                    roots=cfg.allowed_transcript_roots(), settings=compress.settings_for(cfg, project),

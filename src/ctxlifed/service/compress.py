@@ -47,7 +47,8 @@ import msgspec
 import structlog
 
 from ..core import classify, summarize as SUM
-from ..core.compress_policy import CompressSettings, Decision, decide, post_tool_use_answer, worth_replacing
+from ..core.compress_policy import (CompressSettings, Decision, decide, post_tool_use_answer, saved_output,
+                                    worth_replacing)
 from ..core.digest import DigestBody, digest_body, with_footer
 from ..core.events import elements_from_event
 from ..core.hook_events import PostToolUse, PostToolUseFailure, as_text
@@ -224,13 +225,12 @@ async def _prepare(cfg: Config, event: PostToolUse, *, project: str, level: int,
     roots = cfg.allowed_transcript_roots()
     body = None
     if not dec.complete:
-        early = ahead(event.persisted_output_path) if ahead is not None else None
+        path, size = saved_output(event)
+        early = ahead(path) if ahead is not None else None
         if early is not None:  # read and redacted from the same file, with the same setting
             full, body = early.text, early.body
         else:
-            size = event.persisted_output_size
-            full = await _io(read_persisted, event.persisted_output_path, roots,
-                             size=size if size is not None else MAX_PERSISTED_BYTES)
+            full = await _io(read_persisted, path, roots, size=size if size is not None else MAX_PERSISTED_BYTES)
             if not full:
                 return None
             if cfg.redact:

@@ -1,19 +1,21 @@
-"""Read-ahead of Claude Code's persisted outputs: a Bash output too large for the PostToolUse payload is
-read, redacted and digested as soon as its file appears, before its hook reaches the daemon (issue 17).
+"""Read-ahead of Claude Code's persisted outputs: a Bash output (or MCP result) too large for the
+PostToolUse payload is read, redacted and digested as soon as its file appears, before its hook reaches
+the daemon (issue 17).
 
 Why it can: Claude Code writes such an output to ``<session folder>/tool-results/<name>.txt``, whole and
-once, after the command ends, and only then starts the PostToolUse hooks; the hook's shim is a new process,
+once, after the tool ends, and only then starts the PostToolUse hooks; the hook's shim is a new process,
 so the request comes tens of milliseconds after the file. The work the hook path would do on arrival (read,
 redact, digest the whole output) is done in that gap, and the hook finds it done.
 
 Rules:
-- Armed per session, from its first Bash call on (any Bash PreToolUse / PostToolUse /
+- Armed per session, from its first Bash or MCP call on (any such PreToolUse / PostToolUse /
   PostToolUseFailure of a live hook, with compression on for the project): its ``tool-results`` folder
   (made 0700 if missing, only under the transcript roots) is watched by ``watch.py`` (inotify: nothing
-  runs while no file comes). SessionEnd disarms it; so do :data:`ARM_TTL_S` without a Bash call.
+  runs while no file comes). SessionEnd disarms it; so do :data:`ARM_TTL_S` without such a call.
 - The command that printed a file is read from the end of the session's transcript (Claude Code records a
   call before it runs it; ``core.transcript.open_bash_commands``): the one Bash call with no result yet.
-  With none or several, the kind of output is judged from the text alone. A command asked to be shown
+  With none or several (an MCP result Claude Code saved, say), the kind of output is judged from the
+  text alone. A command asked to be shown
   verbatim (its output is kept) is not read ahead.
 - Exact or nothing: what was made ahead (:class:`Ahead`) is used only for the same file as read then
   (device, inode, size, mtime in ns, checked again when it is taken), read with the same redaction
@@ -24,7 +26,7 @@ Rules:
 - Bounded: :data:`MAX_HELD` results and :data:`MAX_HELD_CHARS` characters of them (oldest dropped),
   :data:`MAX_FOLDERS` armed sessions (least recently armed dropped), files of at most
   ``MAX_PERSISTED_BYTES``, :data:`TAIL_BYTES` of transcript. A folder that cannot be watched is
-  disarmed (:meth:`ReadAhead.drop`): the session's next Bash call arms it again.
+  disarmed (:meth:`ReadAhead.drop`): the session's next Bash or MCP call arms it again.
 - Never raises into the daemon: a file that cannot be read or digested leaves no result (logged).
 - It is given what it uses (paths, settings, the redaction switch) and holds only its own tables; the
   work runs on the event loop, the same work the hook path would run there.
@@ -52,7 +54,7 @@ from . import files
 log = structlog.get_logger("ctxlifed.readahead")
 
 TOOL_RESULTS = "tool-results"
-ARM_TTL_S = 30 * 60.0  # a folder with no new Bash call for this long is no longer watched
+ARM_TTL_S = 30 * 60.0  # a folder with no new Bash or MCP call for this long is no longer watched
 MAX_HELD = 8
 MAX_HELD_CHARS = 32 << 20
 MAX_FOLDERS = 64
@@ -118,7 +120,7 @@ class ReadAhead:
 
     def arm(self, *, transcript_path: str | None, session: str, roots: tuple[str, ...],
             settings: CompressSettings, edited_paths: Iterable[str], redacts: bool, max_bytes: int) -> None:
-        """A Bash call of the session: watch its folder of persisted outputs (see the rules)."""
+        """A Bash or MCP call of the session: watch its folder of persisted outputs (see the rules)."""
         if settings.compress_outputs == "off":
             return
         known = self._by_session.get(session)
@@ -146,7 +148,7 @@ class ReadAhead:
                                         armed_at=self._clock())
 
     def drop(self, folder: str) -> None:
-        """``folder`` cannot be watched (gone, or the watch limit): disarm it until the next Bash call."""
+        """``folder`` cannot be watched (gone, or the watch limit): disarm it until the next Bash or MCP call."""
         a = self._folders.pop(folder, None)
         if a is not None:
             self._by_session.pop(a.session, None)
