@@ -19,7 +19,7 @@ from ctxlifed.core.model import estimate_tokens
 from ctxlifed.core.redact import redact
 from ctxlifed.core.transcript import open_bash_commands
 from ctxlifed.service import readahead as RA
-from ctxlifed.service.readahead import ReadAhead, tool_results_folder
+from ctxlifed.service.readahead import ReadAhead, Reads, tool_results_folder
 
 CORPUS = Path(__file__).resolve().parent.parent / "bench" / "digest_corpus"
 LOG = (CORPUS / "pytest_verbose_failures.txt").read_text()
@@ -45,10 +45,28 @@ def _layout(base: Path) -> tuple[Path, Path, tuple[str, ...]]:
     return transcript, tdir / SID / "tool-results", (str(base.resolve()),)
 
 
-def _arm(ra: ReadAhead, transcript: Path, roots: tuple[str, ...], *, settings: CompressSettings = ON,
-         redacts: bool = True, session: str = SID, edited: tuple[str, ...] = ()) -> None:
-    ra.arm(transcript_path=str(transcript), session=session, roots=roots, settings=settings, edited_paths=edited,
-           redacts=redacts, max_bytes=16 << 20)
+class World:
+    """What the read-ahead reads of the daemon (``Reads``), changeable by a test; counts the settings reads."""
+
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots, self.settings, self.redacts, self.edited, self.settings_read = roots, ON, True, (), 0
+
+    def reads(self) -> Reads:
+        def settings(_project: str) -> CompressSettings:
+            self.settings_read += 1
+            return self.settings
+
+        return Reads(roots=lambda: self.roots, settings=settings, edited_paths=lambda _s: self.edited,
+                     redacts=lambda: self.redacts, max_bytes=16 << 20)
+
+
+def _ra(roots: tuple[str, ...], clock: Any = None) -> tuple[ReadAhead, World]:
+    w = World(roots)
+    return (ReadAhead(w.reads(), clock) if clock else ReadAhead(w.reads())), w
+
+
+def _arm(ra: ReadAhead, transcript: Path, *, session: str = SID) -> None:
+    ra.arm(session=session, project="/proj", transcript_path=str(transcript))
 
 
 def _call(transcript: Path, tool_id: str, command: str, *, sidechain: bool = False) -> None:
@@ -74,8 +92,8 @@ def _want_body(text: str, command: str | None) -> Any:
 
 def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_make(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
-    _arm(ra, transcript, roots)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
     assert ra.folders() == [str(folder.resolve())] and folder.is_dir()
     assert (folder.stat().st_mode & 0o777) == 0o700
     _call(transcript, "toolu_0", "ls")
@@ -122,8 +140,8 @@ def test_the_running_command_is_read_from_the_transcript_tail() -> None:
 
 def test_the_kind_comes_from_the_text_when_no_single_command_is_running(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
-    _arm(ra, transcript, roots)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
     _call(transcript, "toolu_1", CMD)
     _call(transcript, "toolu_2", "make test")
     f = folder / "a.txt"
@@ -135,8 +153,8 @@ def test_the_kind_comes_from_the_text_when_no_single_command_is_running(tmp_path
 
 def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
-    _arm(ra, transcript, roots)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
     f = folder / "a.txt"
     f.write_text(LOG[: len(LOG) // 2])  # say the file changed after it was read
     ra.on_files([str(f)])
@@ -147,18 +165,24 @@ def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_
     g.write_text(LOG)
     ra.on_files([str(g)])
     assert ra.take(str(g), roots, redacts=False) is None  # read redacted; the hook path now does not redact
+    w.redacts = False  # the config changed: what is read from now on is not redacted
+    h = folder / "c.txt"
+    h.write_text(LOG)
+    ra.on_files([str(h)])
+    got = ra.take(str(h), roots, redacts=False)
+    assert got is not None and got.text == LOG
     assert ra.take("/etc/passwd", roots, redacts=True) is None  # outside the roots
 
 
 def test_nothing_is_read_unarmed_for_a_hook_file_or_after_the_session_ended(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
+    ra, w = _ra(roots)
     folder.mkdir(parents=True)
     f = folder / "a.txt"
     f.write_text(LOG)
     ra.on_files([str(f)])  # not armed
     assert ra.made == 0
-    _arm(ra, transcript, roots)
+    _arm(ra, transcript)
     hook_file = folder / "hook-toolu_2-PostToolUse-abc-additionalContext.txt"  # a hook's own saved output
     hook_file.write_text(LOG)
     ra.on_files([str(hook_file), str(folder / "x.json")])
@@ -172,8 +196,8 @@ def test_nothing_is_read_unarmed_for_a_hook_file_or_after_the_session_ended(tmp_
 
 def test_a_command_asked_verbatim_is_not_read_ahead(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
-    _arm(ra, transcript, roots)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
     _call(transcript, "toolu_1", "cat build.log")
     f = folder / "a.txt"
     f.write_text(LOG)
@@ -183,9 +207,11 @@ def test_a_command_asked_verbatim_is_not_read_ahead(tmp_path: Path) -> None:
 
 def test_compression_off_or_a_transcript_outside_the_roots_arms_nothing(tmp_path: Path) -> None:
     transcript, _folder, roots = _layout(tmp_path / "a")
-    ra = ReadAhead()
-    _arm(ra, transcript, roots, settings=msgspec.structs.replace(ON, compress_outputs="off"))
-    _arm(ra, transcript, (str((tmp_path / "b").resolve()),))
+    ra, w = _ra(roots)
+    w.settings = msgspec.structs.replace(ON, compress_outputs="off")
+    _arm(ra, transcript)
+    ra, w = _ra((str((tmp_path / "b").resolve()),))
+    _arm(ra, transcript)
     assert ra.folders() == [] and not (tmp_path / "a" / "projects" / "-proj" / SID).exists()
     assert tool_results_folder(str(transcript), "../x") is None
 
@@ -193,8 +219,8 @@ def test_compression_off_or_a_transcript_outside_the_roots_arms_nothing(tmp_path
 def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
     clock = Clock()
-    ra = ReadAhead(clock)
-    _arm(ra, transcript, roots)
+    ra, w = _ra(roots, clock)
+    _arm(ra, transcript)
     names = [folder / f"{i}.txt" for i in range(RA.MAX_HELD + 3)]
     for p in names:
         p.write_text(f"line {p.name}\n" * 50)
@@ -204,16 +230,31 @@ def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path:
     assert ra.take(str(names[-1]), roots, redacts=True) is not None
     for i in range(RA.MAX_FOLDERS + 2):
         t, _f, r = _layout(tmp_path / f"s{i}")
-        _arm(ra, t, r, session=f"s{i}")
+        _arm(ra, t, session=f"s{i}")
     assert len(ra.folders()) == RA.MAX_FOLDERS
     clock.t += RA.ARM_TTL_S + 1
     assert ra.folders() == []
 
 
+def test_arming_an_armed_session_reads_nothing_and_a_later_off_stops_the_reads(tmp_path: Path) -> None:
+    transcript, folder, roots = _layout(tmp_path)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
+    assert w.settings_read == 1
+    for _ in range(5):  # every later hook of the session
+        _arm(ra, transcript)
+    assert w.settings_read == 1
+    w.settings = msgspec.structs.replace(ON, compress_outputs="off")  # a config reload turned it off
+    f = folder / "a.txt"
+    f.write_text(LOG)
+    ra.on_files([str(f)])
+    assert ra.made == 0
+
+
 def test_a_file_that_cannot_be_read_leaves_no_result(tmp_path: Path) -> None:
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
-    _arm(ra, transcript, roots)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
     os.symlink("/etc/passwd", folder / "a.txt")
     (folder / "b.txt").mkdir()
     ra.on_files([str(folder / "a.txt"), str(folder / "b.txt"), str(folder / "gone.txt")])
@@ -268,7 +309,7 @@ def _run_session(base: Path, *, watch: bool) -> tuple[dict[str, Any], ReadAhead,
             if watch:
                 tg.start_soon(watch_loop)
             await svc.hook({**common, "hook_event_name": "SessionStart", "source": "startup"})
-            # The session's first Bash call arms its folder (PreToolUse is not installed by default).
+            # The session's live hooks arm its folder (SessionStart makes the session; the next one arms).
             _call(transcript, "toolu_0", "git status")
             _result(transcript, "toolu_0")
             await svc.hook({**common, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_0",
@@ -384,7 +425,7 @@ def test_the_watch_disarms_a_folder_it_cannot_watch(tmp_path: Path) -> None:
     from ctxlifed.watch import readahead_loop
 
     transcript, folder, roots = _layout(tmp_path)
-    ra = ReadAhead()
+    ra, w = _ra(roots)
     stop = anyio.Event()
     dropped = anyio.Event()
     drop = ra.drop
@@ -398,7 +439,7 @@ def test_the_watch_disarms_a_folder_it_cannot_watch(tmp_path: Path) -> None:
     async def main() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(readahead_loop, ra, stop)
-            _arm(ra, transcript, roots)
+            _arm(ra, transcript)
             folder.rmdir()  # Claude Code's clean-up, say, before the watch is added
             with anyio.fail_after(5):
                 await dropped.wait()
@@ -406,5 +447,5 @@ def test_the_watch_disarms_a_folder_it_cannot_watch(tmp_path: Path) -> None:
 
     anyio.run(main)
     assert ra.folders() == []
-    _arm(ra, transcript, roots)  # the next Bash call arms it again
+    _arm(ra, transcript)  # the session's next hook arms it again
     assert ra.folders() == [str(folder.resolve())] and folder.is_dir()

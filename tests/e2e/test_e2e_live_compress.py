@@ -170,17 +170,16 @@ def test_mcp_output_is_replaced_through_updated_mcp_tool_output(cc: ClaudeEnv) -
 def test_an_mcp_result_claude_code_saved_to_a_file_reaches_the_model_as_its_digest(cc: ClaudeEnv) -> None:
     """Over its token limit an MCP result reaches the hook only as Claude Code's notice naming the file it
     saved (the model is told to read all of it, in chunks); ctxlifed answers with the digest of that file
-    instead, read ahead when Claude Code wrote it (the session's earlier Bash call armed the read-ahead)."""
+    instead, read ahead when Claude Code wrote it (the session's prompt armed the read-ahead)."""
     server = Path(__file__).with_name("_mcp_logs.py")
     cfg = cc.base / "mcp.json"
     cfg.write_text(json.dumps({"mcpServers": {"logs": {"type": "stdio", "command": sys.executable, "args": [str(server), "2000"]}}}))
-    script = {"turns": [{"tool_use": {"name": "Bash", "input": {"command": "echo warm", "description": "warm"}}},
-                        {"tool_use": {"name": "mcp__logs__tail", "input": {"n": 2000}}},
+    script = {"turns": [{"tool_use": {"name": "mcp__logs__tail", "input": {"n": 2000}}},
                         {"text": "Worker 7 lost its connection."}], "default_text": "OK."}
     run = cc.run("What went wrong in the logs?", script, args=("--mcp-config", str(cfg), "--strict-mcp-config"))
     assert run.rc == 0, run.stderr[-3000:]
     no_hook_errors(run)
-    got = _tool_results(run.api.of_kind("main")[2])[-1]
+    got = _tool_results(run.api.of_kind("main")[1])[-1]
     assert got.startswith("[ctxlifed digest of a log of 2,001 lines"), got[:500]
     assert "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer" in got.split("\n")
     assert "exceeds maximum allowed tokens" not in got and "INFO worker 600 processed" not in got

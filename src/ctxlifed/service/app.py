@@ -89,7 +89,7 @@ from . import wrap
 from .advice import Adviser, near_autocompact, with_reason
 from . import briefing, pipeline, reads, spool
 from .dispatch import Route, dispatch as dispatch_request
-from .readahead import ReadAhead
+from .readahead import ReadAhead, Reads
 from .ledger import LedgerWriter
 from .sessions import SessionRegistry, session_row
 from .state import SessionState, dump
@@ -126,7 +126,10 @@ class Service:
                                            on_stored=lambda project: self.spawn(self.ledgers.write_lessons, project))
         self.ledgers = LedgerWriter(writer, readers, config=lambda: self.cfg, clock=clock)
         self.adviser = Adviser(readers, lambda: self.matrix, self.is_stale)
-        self.readahead = ReadAhead()
+        self.readahead = ReadAhead(Reads(
+            roots=lambda: self.cfg.allowed_transcript_roots(), settings=lambda p: compress.settings_for(self.cfg, p),
+            edited_paths=lambda sid: st.files_touched if (st := self.sessions.get(sid)) is not None else (),
+            redacts=lambda: self.cfg.redact, max_bytes=compress.MAX_PERSISTED_BYTES))
         self.transcripts = TranscriptReader(lambda: self.cfg, self.registry.hook_delivered,
                                             lambda st, post_tokens: compaction.boundary_seen(self.writer, st, post_tokens))
         self.spool_ingested = 0
@@ -233,8 +236,11 @@ class Service:
             return methods.HookResult()
         async with self.registry.ack_lock(sid):
             st = self.registry.touch(sid)
-            if source == "hook":
-                self._read_ahead_bookkeeping(hook, event, sid, project, st)
+            if source == "hook":  # a live session: watch the folder its large outputs land in (readahead.py)
+                if event == "SessionEnd":
+                    self.readahead.disarm(sid)
+                elif st is not None:
+                    self.readahead.arm(session=sid, project=project, transcript_path=st.transcript_path)
             if st is not None and event in derivation.DEFERRABLE:
                 await self.backlog.room()  # backpressure: a full backlog slows answers to its pace
                 return await self._acknowledge(incoming, st)
@@ -249,18 +255,6 @@ class Service:
                     # spool) re-reads the same transcript bytes and re-derives the same state.
                     self.registry.restore(sid, snapshot)
                     raise
-
-    def _read_ahead_bookkeeping(self, hook: Any, event: str, sid: str, project: str, st: SessionState | None) -> None:
-        """Arm, end or disarm the read-ahead of persisted outputs (``readahead.py``) for a live hook."""
-        if isinstance(hook, (PreToolUse, PostToolUse, PostToolUseFailure)):
-            if (hook.tool_name == "Bash" or hook.tool_name.startswith("mcp__")) and st is not None:
-                cfg = self.cfg
-                self.readahead.arm(transcript_path=st.transcript_path, session=sid,
-                                   roots=cfg.allowed_transcript_roots(), settings=compress.settings_for(cfg, project),
-                                   edited_paths=st.files_touched, redacts=cfg.redact,
-                                   max_bytes=compress.MAX_PERSISTED_BYTES)
-        elif event == "SessionEnd":
-            self.readahead.disarm(sid)
 
     async def _acknowledge(self, incoming: pipeline.Incoming, st: SessionState) -> methods.HookResult:
         """The write-behind path: commit the event (pending), answer from memory, queue the rest."""

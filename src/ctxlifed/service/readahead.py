@@ -8,10 +8,11 @@ so the request comes tens of milliseconds after the file. The work the hook path
 redact, digest the whole output) is done in that gap, and the hook finds it done.
 
 Rules:
-- Armed per session, from its first Bash or MCP call on (any such PreToolUse / PostToolUse /
-  PostToolUseFailure of a live hook, with compression on for the project): its ``tool-results`` folder
+- Armed per session by its live hooks (compression on for the project): its ``tool-results`` folder
   (made 0700 if missing, only under the transcript roots) is watched by ``watch.py`` (inotify: nothing
-  runs while no file comes). SessionEnd disarms it; so do :data:`ARM_TTL_S` without such a call.
+  runs while no file comes). SessionEnd disarms it; so do :data:`ARM_TTL_S` without a hook. Arming an
+  armed session costs a dict lookup: what the read-ahead needs of the daemon (:class:`Reads`) is read
+  when a folder is armed or a file read, not on every hook.
 - The command that printed a file is read from the end of the session's transcript (Claude Code records a
   call before it runs it; ``core.transcript.open_bash_commands``): the one Bash call with no result yet.
   With none or several (an MCP result Claude Code saved, say), the kind of output is judged from the
@@ -26,10 +27,10 @@ Rules:
 - Bounded: :data:`MAX_HELD` results and :data:`MAX_HELD_CHARS` characters of them (oldest dropped),
   :data:`MAX_FOLDERS` armed sessions (least recently armed dropped), files of at most
   ``MAX_PERSISTED_BYTES``, :data:`TAIL_BYTES` of transcript. A folder that cannot be watched is
-  disarmed (:meth:`ReadAhead.drop`): the session's next Bash or MCP call arms it again.
+  disarmed (:meth:`ReadAhead.drop`): the session's next hook arms it again.
 - Never raises into the daemon: a file that cannot be read or digested leaves no result (logged).
-- It is given what it uses (paths, settings, the redaction switch) and holds only its own tables; the
-  work runs on the event loop, the same work the hook path would run there.
+- It is given what it uses (:class:`Reads`) and holds only its own tables; the work runs on the event
+  loop, the same work the hook path would run there.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from . import files
 log = structlog.get_logger("ctxlifed.readahead")
 
 TOOL_RESULTS = "tool-results"
-ARM_TTL_S = 30 * 60.0  # a folder with no new Bash or MCP call for this long is no longer watched
+ARM_TTL_S = 30 * 60.0  # a folder whose session sent no hook for this long is no longer watched
 MAX_HELD = 8
 MAX_HELD_CHARS = 32 << 20
 MAX_FOLDERS = 64
@@ -78,21 +79,31 @@ class Ahead:
     body: DigestBody
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
+class Reads:
+    """What the read-ahead reads of the daemon, and only when it needs it (arming a new folder, reading a
+    file): never on the hook path of a session already armed."""
+
+    roots: Callable[[], tuple[str, ...]]  # the transcript roots
+    settings: Callable[[str], CompressSettings]  # of a project
+    edited_paths: Callable[[str], Iterable[str]]  # of a session (what asked_verbatim compares with)
+    redacts: Callable[[], bool]
+    max_bytes: int  # a larger file is not read
+
+
+@dataclass(slots=True)
 class _Folder:
     session: str
+    project: str
     transcript: str  # its real path
-    settings: CompressSettings
-    edited_paths: tuple[str, ...]
-    redacts: bool
-    max_bytes: int
     armed_at: float
 
 
 class ReadAhead:
     """The armed folders, the results held, and the counters ``status`` and the bench read."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, reads: Reads, clock: Callable[[], float] = time.monotonic) -> None:
+        self._reads = reads
         self._clock = clock
         self._folders: dict[str, _Folder] = {}  # real folder path -> what is armed there
         self._by_session: dict[str, tuple[str, str]] = {}  # session -> (transcript path as given, its folder)
@@ -118,37 +129,35 @@ class ReadAhead:
         self.changed.set()
         self.changed = anyio.Event()
 
-    def arm(self, *, transcript_path: str | None, session: str, roots: tuple[str, ...],
-            settings: CompressSettings, edited_paths: Iterable[str], redacts: bool, max_bytes: int) -> None:
-        """A Bash or MCP call of the session: watch its folder of persisted outputs (see the rules)."""
-        if settings.compress_outputs == "off":
-            return
+    def arm(self, *, session: str, project: str, transcript_path: str | None) -> None:
+        """A live hook of the session: watch its folder of persisted outputs (see the rules)."""
         known = self._by_session.get(session)
-        if known is not None and known[0] == transcript_path and known[1] in self._folders:
-            folder = known[1]  # armed already: refresh what it reads with (no path resolution again)
-            real = self._folders[folder].transcript
-        else:
-            real = files.transcript_allowed(transcript_path or "", roots)
-            folder = tool_results_folder(real, session)
-            if real is None or folder is None:
+        if known is not None and known[0] == transcript_path:
+            a = self._folders.get(known[1])
+            if a is not None:  # armed already: only its clock (this runs on every hook)
+                a.armed_at = self._clock()
                 return
-            if folder not in self._folders:
-                if len(self._folders) >= MAX_FOLDERS:
-                    oldest = min(self._folders, key=lambda f: self._folders[f].armed_at)
-                    self._by_session.pop(self._folders.pop(oldest).session, None)
-                try:
-                    os.makedirs(folder, mode=0o700, exist_ok=True)
-                except OSError as exc:
-                    log.warning("readahead_folder_failed", folder=folder, error=str(exc))
-                    return
-                self._changed()
-            self._by_session[session] = (transcript_path or "", folder)
-        self._folders[folder] = _Folder(session=session, transcript=real, settings=settings,
-                                        edited_paths=tuple(edited_paths), redacts=redacts, max_bytes=max_bytes,
-                                        armed_at=self._clock())
+        if self._reads.settings(project).compress_outputs == "off":
+            return
+        real = files.transcript_allowed(transcript_path or "", self._reads.roots())
+        folder = tool_results_folder(real, session)
+        if real is None or folder is None:
+            return
+        if folder not in self._folders:
+            if len(self._folders) >= MAX_FOLDERS:
+                oldest = min(self._folders, key=lambda f: self._folders[f].armed_at)
+                self._by_session.pop(self._folders.pop(oldest).session, None)
+            try:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+            except OSError as exc:
+                log.warning("readahead_folder_failed", folder=folder, error=str(exc))
+                return
+            self._changed()
+        self._by_session[session] = (transcript_path or "", folder)
+        self._folders[folder] = _Folder(session=session, project=project, transcript=real, armed_at=self._clock())
 
     def drop(self, folder: str) -> None:
-        """``folder`` cannot be watched (gone, or the watch limit): disarm it until the next Bash or MCP call."""
+        """``folder`` cannot be watched (gone, or the watch limit): disarm it until the session's next hook."""
         a = self._folders.pop(folder, None)
         if a is not None:
             self._by_session.pop(a.session, None)
@@ -178,8 +187,12 @@ class ReadAhead:
                 log.exception("readahead_failed", path=path)
 
     def _read_ahead(self, path: str, a: _Folder) -> None:
+        reads = self._reads
+        settings = reads.settings(a.project)
+        if settings.compress_outputs == "off":
+            return  # turned off since the folder was armed
         try:
-            data, st = read_bounded(path, a.max_bytes)
+            data, st = read_bounded(path, reads.max_bytes)
         except Refused:
             return
         stamp = stamp_of(st)
@@ -189,15 +202,15 @@ class ReadAhead:
         tail, cut = files.read_tail(a.transcript, TAIL_BYTES)
         running = open_bash_commands(tail, cut=cut)
         command = running[0] if len(running) == 1 else None
-        if command is not None and asked_verbatim(command, a.edited_paths):
+        if command is not None and asked_verbatim(command, reads.edited_paths(a.session)):
             return  # kept whatever its size: nothing to prepare
         text = data.decode("utf-8", "replace")
-        if a.redacts:
+        redacts = reads.redacts()
+        if redacts:
             text, _n = redact(text)
-        s = a.settings
-        body = digest_body(text, kind=output_kind(text, command), budget_tokens=s.digest_budget_tokens,
-                           max_tokens=s.digest_max_tokens, original_tokens=estimate_tokens(text))
-        self._held[path] = Ahead(stamp=stamp, redacted=a.redacts, text=text, body=body)
+        body = digest_body(text, kind=output_kind(text, command), budget_tokens=settings.digest_budget_tokens,
+                           max_tokens=settings.digest_max_tokens, original_tokens=estimate_tokens(text))
+        self._held[path] = Ahead(stamp=stamp, redacted=redacts, text=text, body=body)
         self._held.move_to_end(path)
         chars = sum(len(h.text) for h in self._held.values())
         while len(self._held) > MAX_HELD or chars > MAX_HELD_CHARS:
