@@ -129,8 +129,6 @@ async def watch_loop(w: Watched) -> None:
             tg.cancel_scope.cancel()
 
 
-
-
 async def _first_of(*events: anyio.Event) -> None:
     """Return when any of ``events`` is set."""
     async with anyio.create_task_group() as tg:
@@ -160,6 +158,7 @@ async def readahead_loop(ra: ReadAhead, stop_requested: anyio.Event) -> None:
     if ino is None:
         log.info("readahead_off", reason="no inotify here")
         return
+    warned: set[str] = set()  # folders whose failure was logged (the session's next hook arms it again)
     try:
         while not stop_requested.is_set():
             changed = ra.changed
@@ -171,7 +170,9 @@ async def readahead_loop(ra: ReadAhead, stop_requested: anyio.Event) -> None:
                     ino.add(folder, inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO)
                 except OSError as exc:  # gone, or the watch limit: that folder's hooks read their files
                     ra.drop(folder)
-                    log.warning("readahead_watch_failed", folder=folder, error=str(exc))
+                    if folder not in warned and len(warned) < 1024:
+                        warned.add(folder)
+                        log.warning("readahead_watch_failed", folder=folder, error=str(exc))
             with anyio.move_on_after(READAHEAD_EXPIRY_S):  # armed folders also expire
                 await _readable_or(ino.fileno(), changed, stop_requested)
             events = ino.read()

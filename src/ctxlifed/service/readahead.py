@@ -16,8 +16,7 @@ Rules:
 - The command that printed a file is read from the end of the session's transcript (Claude Code records a
   call before it runs it; ``core.transcript.open_bash_commands``): the one Bash call with no result yet.
   With none or several (an MCP result Claude Code saved, say), the kind of output is judged from the
-  text alone. A command asked to be shown
-  verbatim (its output is kept) is not read ahead.
+  text alone. A command asked to be shown verbatim (its output is kept) is not read ahead.
 - Exact or nothing: what was made ahead (:class:`Ahead`) is used only for the same file as read then
   (device, inode, size, mtime in ns, checked again when it is taken), read with the same redaction
   setting; its digest body only when made for the kind, budgets and token count the hook path uses
