@@ -69,6 +69,14 @@ def _arm(ra: ReadAhead, transcript: Path, *, session: str = SID) -> None:
     ra.arm(session=session, project="/proj", transcript_path=str(transcript))
 
 
+def _armed(base: Path) -> tuple[ReadAhead, World, Path, Path, tuple[str, ...]]:
+    """A read-ahead with the session of ``base``'s layout armed."""
+    transcript, folder, roots = _layout(base)
+    ra, w = _ra(roots)
+    _arm(ra, transcript)
+    return ra, w, transcript, folder, roots
+
+
 def _call(transcript: Path, tool_id: str, command: str, *, sidechain: bool = False) -> None:
     """Claude Code records a Bash call in the transcript before it runs it."""
     rec = {"type": "assistant", "isSidechain": sidechain, "message": {"role": "assistant", "content": [
@@ -91,9 +99,7 @@ def _want_body(text: str, command: str | None) -> Any:
 
 
 def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_make(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra, w = _ra(roots)
-    _arm(ra, transcript)
+    ra, w, transcript, folder, roots = _armed(tmp_path)
     assert ra.folders() == [str(folder.resolve())] and folder.is_dir()
     assert (folder.stat().st_mode & 0o777) == 0o700
     _call(transcript, "toolu_0", "ls")
@@ -139,9 +145,7 @@ def test_the_running_command_is_read_from_the_transcript_tail() -> None:
 
 
 def test_the_kind_comes_from_the_text_when_no_single_command_is_running(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra, w = _ra(roots)
-    _arm(ra, transcript)
+    ra, w, transcript, folder, roots = _armed(tmp_path)
     _call(transcript, "toolu_1", CMD)
     _call(transcript, "toolu_2", "make test")
     f = folder / "a.txt"
@@ -152,9 +156,7 @@ def test_the_kind_comes_from_the_text_when_no_single_command_is_running(tmp_path
 
 
 def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra, w = _ra(roots)
-    _arm(ra, transcript)
+    ra, w, transcript, folder, roots = _armed(tmp_path)
     f = folder / "a.txt"
     f.write_text(LOG[: len(LOG) // 2])  # say the file changed after it was read
     ra.on_files([str(f)])
@@ -195,9 +197,7 @@ def test_nothing_is_read_unarmed_for_a_hook_file_or_after_the_session_ended(tmp_
 
 
 def test_a_command_asked_verbatim_is_not_read_ahead(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra, w = _ra(roots)
-    _arm(ra, transcript)
+    ra, w, transcript, folder, roots = _armed(tmp_path)
     _call(transcript, "toolu_1", "cat build.log")
     f = folder / "a.txt"
     f.write_text(LOG)
@@ -237,9 +237,7 @@ def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path:
 
 
 def test_arming_an_armed_session_reads_nothing_and_a_later_off_stops_the_reads(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra, w = _ra(roots)
-    _arm(ra, transcript)
+    ra, w, transcript, folder, roots = _armed(tmp_path)
     assert w.settings_read == 1
     for _ in range(5):  # every later hook of the session
         _arm(ra, transcript)
@@ -252,9 +250,7 @@ def test_arming_an_armed_session_reads_nothing_and_a_later_off_stops_the_reads(t
 
 
 def test_a_file_that_cannot_be_read_leaves_no_result(tmp_path: Path) -> None:
-    transcript, folder, roots = _layout(tmp_path)
-    ra, w = _ra(roots)
-    _arm(ra, transcript)
+    ra, w, transcript, folder, roots = _armed(tmp_path)
     os.symlink("/etc/passwd", folder / "a.txt")
     (folder / "b.txt").mkdir()
     ra.on_files([str(folder / "a.txt"), str(folder / "b.txt"), str(folder / "gone.txt")])

@@ -145,17 +145,24 @@ def test_failing_long_run_gets_a_note_of_what_claude_codes_cut_removed(cc: Claud
     assert "tee" in note
 
 
-def test_mcp_output_is_replaced_through_updated_mcp_tool_output(cc: ClaudeEnv) -> None:
-    """An MCP tool's bulky text output reaches the model as its digest (``updatedMCPToolOutput``)."""
+def _ask_the_logs(cc: ClaudeEnv, lines: int) -> tuple[Any, str]:
+    """One session whose model calls the logs MCP server's ``tail`` (``lines`` log lines, one ERROR): the run
+    and the tool_result the model received."""
     server = Path(__file__).with_name("_mcp_logs.py")
     cfg = cc.base / "mcp.json"
-    cfg.write_text(json.dumps({"mcpServers": {"logs": {"type": "stdio", "command": sys.executable, "args": [str(server), "1200"]}}}))
-    script = {"turns": [{"tool_use": {"name": "mcp__logs__tail", "input": {"n": 1200}}},
+    cfg.write_text(json.dumps({"mcpServers": {"logs": {"type": "stdio", "command": sys.executable,
+                                                       "args": [str(server), str(lines)]}}}))
+    script = {"turns": [{"tool_use": {"name": "mcp__logs__tail", "input": {"n": lines}}},
                         {"text": "Worker 7 lost its connection."}], "default_text": "OK."}
     run = cc.run("What went wrong in the logs?", script, args=("--mcp-config", str(cfg), "--strict-mcp-config"))
     assert run.rc == 0, run.stderr[-3000:]
     no_hook_errors(run)
-    got = _tool_results(run.api.of_kind("main")[1])[-1]
+    return run, _tool_results(run.api.of_kind("main")[1])[-1]
+
+
+def test_mcp_output_is_replaced_through_updated_mcp_tool_output(cc: ClaudeEnv) -> None:
+    """An MCP tool's bulky text output reaches the model as its digest (``updatedMCPToolOutput``)."""
+    run, got = _ask_the_logs(cc, 1200)
     assert got.startswith("[ctxlifed digest of a log of 1,201 lines"), got[:500]
     assert "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer" in got.split("\n")
     assert "INFO worker 600 processed" not in got
@@ -171,15 +178,7 @@ def test_an_mcp_result_claude_code_saved_to_a_file_reaches_the_model_as_its_dige
     """Over its token limit an MCP result reaches the hook only as Claude Code's notice naming the file it
     saved (the model is told to read all of it, in chunks); ctxlifed answers with the digest of that file
     instead, read ahead when Claude Code wrote it (the session's prompt armed the read-ahead)."""
-    server = Path(__file__).with_name("_mcp_logs.py")
-    cfg = cc.base / "mcp.json"
-    cfg.write_text(json.dumps({"mcpServers": {"logs": {"type": "stdio", "command": sys.executable, "args": [str(server), "2000"]}}}))
-    script = {"turns": [{"tool_use": {"name": "mcp__logs__tail", "input": {"n": 2000}}},
-                        {"text": "Worker 7 lost its connection."}], "default_text": "OK."}
-    run = cc.run("What went wrong in the logs?", script, args=("--mcp-config", str(cfg), "--strict-mcp-config"))
-    assert run.rc == 0, run.stderr[-3000:]
-    no_hook_errors(run)
-    got = _tool_results(run.api.of_kind("main")[1])[-1]
+    run, got = _ask_the_logs(cc, 2000)
     assert got.startswith("[ctxlifed digest of a log of 2,001 lines"), got[:500]
     assert "2026-11-29 10:01:00 ERROR worker 7 failed: connection reset by peer" in got.split("\n")
     assert "exceeds maximum allowed tokens" not in got and "INFO worker 600 processed" not in got
