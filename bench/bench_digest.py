@@ -17,7 +17,9 @@ code: ``git show main:src/ctxlifed/core/digest.py > /tmp/old_digest.py``) and ti
 the two interleaved in a shuffled order every round, and checks that both give the same digests.
 Targets: >= 70 % fewer tokens on outputs over 2k tokens at level >= 1; 100 % of must-keep lines kept
 (the small corpus); 100 KB digested in <= 2 ms p99 (CPU time), reported for both the real 100 KB outputs
-and the corpus outputs repeated to 100 KB. On the real 100 KB outputs the must-keep share is reported, not
+and the corpus outputs repeated to 100 KB. That is the digest's own cost: every 100 KB Bash output is a
+file Claude Code writes before its hook starts, digested when it appears (service/readahead.py), and
+what is left of the digest on the hook path is timed by ``bench/run.py compress``. On the real 100 KB outputs the must-keep share is reported, not
 a target: a run with hundreds of failures or errors has more must-keep lines than the digest's
 ``max_tokens`` shows (it counts the rest). Writes bench/results/digest.json (the large corpus's figures
 under ``large_*`` keys). Exit code 0 even when a target is missed.
@@ -200,7 +202,9 @@ def main() -> int:
                      "large_same_digests": l_same, "large_big_saving": l_saved, "large_must_share": l_must}
     print(f"\ntargets: saving on >2k-token outputs at level 1 {big_saved:.1%} (>= 70 %): "
           f"{'met' if big_saved >= 0.7 else 'MISSED'}; must-keep kept {must_share:.1%} (100 %): "
-          f"{'met' if must_share == 1.0 else 'MISSED'}; worst CPU p99 per 100 KB (<= 2 ms):", end="")
+          f"{'met' if must_share == 1.0 else 'MISSED'}; worst CPU p99 per 100 KB (<= 2 ms; the digest itself:"
+          " a persisted output's is made before its hook comes, and the hook path's share of it is"
+          " `bench/run.py compress`'s target):", end="")
     if large_res:
         print(f" real 100 KB outputs {l_worst:.2f} ms: {'met' if l_worst <= 2.0 else 'MISSED'}"
               f" (wall p99 {l_worst_wall:.2f} ms);", end="")
