@@ -26,7 +26,8 @@ Rules:
   only outputs of ``min_tokens[0]`` or more, every Bash output Claude Code would cut to a head-only
   preview (``stdout`` of ``cut_chars`` = 30,000 characters or more, or a ``persistedOutputPath``) and
   every MCP result it saved to a file (the model would otherwise be told to read the whole file, in
-  chunks); from level 1 on, ``min_tokens[level]``. ``aggressive`` uses ``aggressive_min_tokens``; ``off`` never replaces.
+  chunks); from level 1 on, ``min_tokens[level]``. ``aggressive`` uses ``aggressive_min_tokens``;
+  ``off`` never replaces.
 - Phase matrix (raises the threshold, never for an output Claude Code would cut anyway): testing keeps
   failing-test output verbatim up to ``keep_failing_tests_tokens`` and build errors up to
   ``keep_errors_tokens``; implementation keeps compiler/linter errors up to ``keep_errors_tokens`` and
