@@ -273,3 +273,10 @@ def test_a_status_line_on_a_missing_interpreter_fails(world: Path, capsys: pytes
     cfg.write_text(json.dumps({"statusLine": I.statusline_entry("/gone/venv/bin/python")}))
     _code, lines = doctor(capsys)
     assert any(ln.startswith("FAIL  statusline") and "/gone/venv/bin/python" in ln for ln in lines), lines
+
+
+def test_read_ahead_is_ok_with_inotify_and_a_warning_without() -> None:
+    (f,) = D.check_read_ahead()
+    assert f.level == "ok" and "inotify" in f.message  # Linux
+    (f,) = D.check_read_ahead(lambda: None)
+    assert f.level == "warn" and "while its hook waits" in f.message and "max_user_instances" in f.fix

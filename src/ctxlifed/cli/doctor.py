@@ -81,6 +81,19 @@ def check_sqlite() -> list[Finding]:
     return [Finding("ok", "sqlite", f"SQLite {ver} with FTS5 and trigram")]
 
 
+def check_read_ahead(open_watch: Any = None) -> list[Finding]:
+    """Whether the daemon can read large outputs ahead of their hook (service/readahead.py needs inotify)."""
+    from ..runtime import inotify
+
+    ino = (open_watch or inotify.open_inotify)()
+    if ino is None:
+        return [Finding("warn", "read-ahead", "no inotify here (not Linux, or the per-user limit of inotify instances"
+                        " is reached): a large output is read, redacted and digested while its hook waits, a few ms"
+                        " per 100 KB", "sysctl fs.inotify.max_user_instances")]
+    ino.close()
+    return [Finding("ok", "read-ahead", "inotify available: large outputs are digested before their hook comes")]
+
+
 def check_runtime_dir(sock: str) -> list[Finding]:
     d = os.path.dirname(sock)
     try:
@@ -380,6 +393,7 @@ def run_checks(sock: str, project_dir: str | None = None, platform: str | None =
     out: list[Finding] = []
     out += check_python()
     out += check_sqlite()
+    out += check_read_ahead()
     out += check_runtime_dir(sock)
     svc, svc_installed = check_service(sock, kind)
     out += check_daemon(sock, kind, svc_installed)

@@ -18,7 +18,6 @@ Rules:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import struct
@@ -110,7 +109,7 @@ def open_inotify() -> Inotify | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's own symbols: libc is loaded already
         init = libc.inotify_init1
     except (OSError, AttributeError):
         return None
