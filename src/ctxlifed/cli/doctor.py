@@ -87,11 +87,11 @@ def check_read_ahead(open_watch: Any = None) -> list[Finding]:
 
     ino = (open_watch or inotify.open_inotify)()
     if ino is None:
-        return [Finding("warn", "read-ahead", "no inotify here (not Linux, or the per-user limit of inotify instances"
+        return [Finding("warn", "readahead", "no inotify here (not Linux, or the per-user limit of inotify instances"
                         " is reached): a large output is read, redacted and digested while its hook waits, a few ms"
                         " per 100 KB", "sysctl fs.inotify.max_user_instances")]
     ino.close()
-    return [Finding("ok", "read-ahead", "inotify available: large outputs are digested before their hook comes")]
+    return [Finding("ok", "readahead", "inotify available: large outputs are digested before their hook comes")]
 
 
 def check_runtime_dir(sock: str) -> list[Finding]:
