@@ -69,12 +69,12 @@ def _arm(ra: ReadAhead, transcript: Path, *, session: str = SID) -> None:
     ra.arm(session=session, project="/proj", transcript_path=str(transcript))
 
 
-def _armed(base: Path) -> tuple[ReadAhead, World, Path, Path, tuple[str, ...]]:
+def _armed(base: Path) -> tuple[ReadAhead, World, Path, Path]:
     """A read-ahead with the session of ``base``'s layout armed."""
     transcript, folder, roots = _layout(base)
     ra, w = _ra(roots)
     _arm(ra, transcript)
-    return ra, w, transcript, folder, roots
+    return ra, w, transcript, folder
 
 
 def _call(transcript: Path, tool_id: str, command: str, *, sidechain: bool = False) -> None:
@@ -99,7 +99,7 @@ def _want_body(text: str, command: str | None) -> Any:
 
 
 def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_make(tmp_path: Path) -> None:
-    ra, w, transcript, folder, roots = _armed(tmp_path)
+    ra, w, transcript, folder = _armed(tmp_path)
     assert ra.folders() == [str(folder.resolve())] and folder.is_dir()
     assert (folder.stat().st_mode & 0o777) == 0o700
     _call(transcript, "toolu_0", "ls")
@@ -109,7 +109,7 @@ def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_m
     f = folder / "b31qnz1cs.txt"
     f.write_text(text)
     ra.on_files([str(f)])
-    got = ra.take(str(f), roots, redacts=True)
+    got = ra.take(str(f))
     assert got is not None and ra.used == 1
     want_text, _n = redact(text)
     assert got.text == want_text and SECRET not in got.text
@@ -119,7 +119,7 @@ def test_a_file_read_ahead_holds_the_redacted_text_and_the_body_the_hook_would_m
     assert dg == digest(want_text, command=CMD, archive_id=7, full_path="/x/7.txt",
                         original_tokens=estimate_tokens(want_text))
     # taken once: not held, and not read ahead again
-    assert ra.take(str(f), roots, redacts=True) is None
+    assert ra.take(str(f)) is None
     ra.on_files([str(f)])
     assert ra.made == 1
 
@@ -145,35 +145,36 @@ def test_the_running_command_is_read_from_the_transcript_tail() -> None:
 
 
 def test_the_kind_comes_from_the_text_when_no_single_command_is_running(tmp_path: Path) -> None:
-    ra, w, transcript, folder, roots = _armed(tmp_path)
+    ra, w, transcript, folder = _armed(tmp_path)
     _call(transcript, "toolu_1", CMD)
     _call(transcript, "toolu_2", "make test")
     f = folder / "a.txt"
     f.write_text(LOG)
     ra.on_files([str(f)])
-    got = ra.take(str(f), roots, redacts=True)
+    got = ra.take(str(f))
     assert got is not None and got.body == _want_body(redact(LOG)[0], None)
 
 
 def test_a_result_is_not_used_for_another_file_or_another_redaction_setting(tmp_path: Path) -> None:
-    ra, w, transcript, folder, roots = _armed(tmp_path)
+    ra, w, transcript, folder = _armed(tmp_path)
     f = folder / "a.txt"
     f.write_text(LOG[: len(LOG) // 2])  # say the file changed after it was read
     ra.on_files([str(f)])
     f.write_text(LOG)
     os.utime(f, ns=(1, 1))
-    assert ra.take(str(f), roots, redacts=True) is None and ra.missed == 1
+    assert ra.take(str(f)) is None and ra.missed == 1
     g = folder / "b.txt"
     g.write_text(LOG)
     ra.on_files([str(g)])
-    assert ra.take(str(g), roots, redacts=False) is None  # read redacted; the hook path now does not redact
-    w.redacts = False  # the config changed: what is read from now on is not redacted
+    w.redacts = False  # the config changed: the hook path now does not redact, nor what is read from now on
+    assert ra.take(str(g)) is None  # read redacted
     h = folder / "c.txt"
     h.write_text(LOG)
     ra.on_files([str(h)])
-    got = ra.take(str(h), roots, redacts=False)
+    got = ra.take(str(h))
     assert got is not None and got.text == LOG
-    assert ra.take("/etc/passwd", roots, redacts=True) is None  # outside the roots
+    w.redacts = True
+    assert ra.take("/etc/passwd") is None  # outside the roots
 
 
 def test_nothing_is_read_unarmed_for_a_hook_file_or_after_the_session_ended(tmp_path: Path) -> None:
@@ -197,7 +198,7 @@ def test_nothing_is_read_unarmed_for_a_hook_file_or_after_the_session_ended(tmp_
 
 
 def test_a_command_asked_verbatim_is_not_read_ahead(tmp_path: Path) -> None:
-    ra, w, transcript, folder, roots = _armed(tmp_path)
+    ra, w, transcript, folder = _armed(tmp_path)
     _call(transcript, "toolu_1", "cat build.log")
     f = folder / "a.txt"
     f.write_text(LOG)
@@ -226,8 +227,8 @@ def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path:
         p.write_text(f"line {p.name}\n" * 50)
     ra.on_files([str(p) for p in names])
     assert ra.made == len(names)
-    assert ra.take(str(names[0]), roots, redacts=True) is None  # the oldest were dropped
-    assert ra.take(str(names[-1]), roots, redacts=True) is not None
+    assert ra.take(str(names[0])) is None  # the oldest were dropped
+    assert ra.take(str(names[-1])) is not None
     for i in range(RA.MAX_FOLDERS + 2):
         t, _f, r = _layout(tmp_path / f"s{i}")
         _arm(ra, t, session=f"s{i}")
@@ -237,7 +238,7 @@ def test_held_results_and_armed_folders_are_bounded_and_folders_expire(tmp_path:
 
 
 def test_arming_an_armed_session_reads_nothing_and_a_later_off_stops_the_reads(tmp_path: Path) -> None:
-    ra, w, transcript, folder, roots = _armed(tmp_path)
+    ra, w, transcript, folder = _armed(tmp_path)
     assert w.settings_read == 1
     for _ in range(5):  # every later hook of the session
         _arm(ra, transcript)
@@ -250,7 +251,7 @@ def test_arming_an_armed_session_reads_nothing_and_a_later_off_stops_the_reads(t
 
 
 def test_a_file_that_cannot_be_read_leaves_no_result(tmp_path: Path) -> None:
-    ra, w, transcript, folder, roots = _armed(tmp_path)
+    ra, w, transcript, folder = _armed(tmp_path)
     os.symlink("/etc/passwd", folder / "a.txt")
     (folder / "b.txt").mkdir()
     ra.on_files([str(folder / "a.txt"), str(folder / "b.txt"), str(folder / "gone.txt")])

@@ -264,11 +264,10 @@ class Service:
         # writer thread's group commit, which runs next to the event loop instead of on it.
         pending = None
         if isinstance(hook, PostToolUse) and row.source == "hook":
-            roots, redacts = self.cfg.allowed_transcript_roots(), self.cfg.redact
             pending = await compress.prepare_event(self.cfg, hook, project=project, level=st.level,
                                                    phase=st.phase.phase, edited_paths=st.files_touched,
                                                    transcript_path=st.transcript_path, session=st.session,
-                                                   ahead=lambda path: self.readahead.take(path, roots, redacts=redacts))
+                                                   ahead=self.readahead.take)
         if pending is None:
             eid, aid = await self.writer.run(partial(hook_writes.store_ack, row), inline=self.scheduler.alone()), 0
         else:  # the event and the full original's archive row in one commit: the digest names that id

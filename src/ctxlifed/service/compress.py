@@ -54,7 +54,6 @@ from ..core.events import elements_from_event
 from ..core.hook_events import PostToolUse, PostToolUseFailure, as_text
 from ..core.redact import redact
 from ..protocol import _methods as M
-from ..runtime.bounded_read import Refused, read_bounded
 from ..runtime.config import Config
 from ..store import ops
 from . import files
@@ -106,13 +105,8 @@ def read_persisted(path: str, roots: tuple[str, ...], max_bytes: int = MAX_PERSI
     """The text of Claude Code's persisted output file, or None (outside ``roots``, not a regular file,
     larger than ``max_bytes``, unreadable)."""
     real = files.under_roots(path, roots)
-    if real is None:
-        return None
-    try:
-        data, _st = read_bounded(real, max_bytes)
-    except Refused:
-        return None
-    return data.decode("utf-8", "replace")
+    got = files.persisted_text(real, max_bytes) if real is not None else None
+    return got[0] if got is not None else None
 
 
 def outputs_dir(transcript_path: str | None, session: str, roots: tuple[str, ...]) -> str | None:

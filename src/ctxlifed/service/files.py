@@ -131,6 +131,17 @@ def read_from(path: str, offset: int, max_bytes: int) -> tuple[bytes, int, bool]
         os.close(fd)
 
 
+def persisted_text(real: str, max_bytes: int) -> tuple[str, os.stat_result] | None:
+    """The text of a file Claude Code saved a tool's output to (UTF-8, bad bytes replaced) and the ``fstat``
+    it was read under; None when it is not a regular file, is larger than ``max_bytes`` or cannot be read.
+    The hook path and the read-ahead both read such a file through this, so both get the same text."""
+    try:
+        data, st = read_bounded(real, max_bytes)
+    except Refused:
+        return None
+    return data.decode("utf-8", "replace"), st
+
+
 def read_tail(path: str, max_bytes: int) -> tuple[bytes, bool]:
     """The last ``max_bytes`` of the regular file ``path`` and whether they start inside it (``(b"", False)``
     for anything else; opened non-blocking, like :func:`read_from`)."""

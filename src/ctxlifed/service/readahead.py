@@ -48,7 +48,6 @@ from ..core.digest import DigestBody, digest_body, output_kind
 from ..core.model import estimate_tokens
 from ..core.redact import redact
 from ..core.transcript import open_bash_commands
-from ..runtime.bounded_read import Refused, read_bounded
 from . import files
 
 log = structlog.get_logger("ctxlifed.readahead")
@@ -190,10 +189,10 @@ class ReadAhead:
         settings = reads.settings(a.project)
         if settings.compress_outputs == "off":
             return  # turned off since the folder was armed
-        try:
-            data, st = read_bounded(path, reads.max_bytes)
-        except Refused:
+        got = files.persisted_text(path, reads.max_bytes)
+        if got is None:
             return
+        text, st = got
         stamp = stamp_of(st)
         held = self._held.get(path)
         if held is not None and held.stamp == stamp:
@@ -203,7 +202,6 @@ class ReadAhead:
         command = running[0] if len(running) == 1 else None
         if command is not None and asked_verbatim(command, reads.edited_paths(a.session)):
             return  # kept whatever its size: nothing to prepare
-        text = data.decode("utf-8", "replace")
         redacts = reads.redacts()
         if redacts:
             text, _n = redact(text)
@@ -216,17 +214,19 @@ class ReadAhead:
             chars -= len(self._held.popitem(last=False)[1].text)
         self.made += 1
 
-    def take(self, path: str, roots: tuple[str, ...], *, redacts: bool) -> Ahead | None:
-        """The result read ahead for the persisted output ``path`` if it is still that file and was read
-        with ``redacts``; None otherwise. Either way the file is not read ahead again."""
-        real = files.under_roots(path, roots)
+    def take(self, path: str) -> Ahead | None:
+        """The result read ahead for the persisted output ``path`` if it is still that file and was read with
+        the redaction setting now in force; None otherwise. Either way the file is not read ahead again.
+        Only a persisted output's hook calls this: roots and setting are read then, not on every hook."""
+        reads = self._reads
+        real = files.under_roots(path, reads.roots())
         if real is None:
             return None
         held = self._held.pop(real, None)
         self._consumed[real] = None
         while len(self._consumed) > MAX_CONSUMED:
             self._consumed.popitem(last=False)
-        if held is not None and held.redacted == redacts:
+        if held is not None and held.redacted == reads.redacts():
             try:
                 st = os.stat(real, follow_symlinks=False)
             except OSError:
